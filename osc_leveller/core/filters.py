@@ -1,0 +1,295 @@
+"""Nova's constraints as small pure predicates.
+
+Each filter returns None when it passes, or a reason an operator can read
+("anti-affinity group web: hv03 already hosts web-2"). Server filters decide
+whether a server may move at all; destination filters whether it may move to
+one hypervisor in a given State. ``Rules`` holds what the filters look up
+(options, group membership, migration history), built once per snapshot.
+"""
+
+import collections
+import math
+
+from osc_leveller.core import model
+from osc_leveller.core import options as opts
+
+AGGREGATE_SCOPE = 'aggregate_instance_extra_specs'
+TENANT_KEY = 'filter_tenant_id'
+HOUR = 3600.0
+
+
+class Rules:
+    """Options plus the indexes the filters need, for one snapshot."""
+
+    def __init__(self, snapshot, options):
+        self.snapshot = snapshot
+        self.options = options
+        self.now = options.now if options.now is not None \
+            else snapshot.taken_at
+        members = {g.id: list(g.members) for g in snapshot.server_groups}
+        for server in snapshot.servers:
+            for group_id in server.server_groups:
+                ids = members.get(group_id)
+                if ids is not None and server.id not in ids:
+                    ids.append(server.id)
+        # Only servers in the snapshot count: Nova lists deleted members too.
+        self.group_members = {
+            gid: tuple(m for m in ids if snapshot.server(m) is not None)
+            for gid, ids in members.items()}
+        self.groups_of = collections.defaultdict(list)
+        for group in snapshot.server_groups:
+            for member in self.group_members[group.id]:
+                self.groups_of[member].append(group)
+        self.in_flight = {}
+        self.last_moved = {}
+        for mig in snapshot.migrations:
+            if mig.in_progress:
+                self.in_flight[mig.server_id] = mig
+            elif mig.status.lower() in ('completed', 'confirmed', 'finished'):
+                when = mig.updated_at or mig.created_at
+                if when is not None and when > self.last_moved.get(
+                        mig.server_id, -math.inf):
+                    self.last_moved[mig.server_id] = when
+
+
+# --- may this server move at all? -------------------------------------------
+
+def status(server, rules):
+    if server.status not in model.LIVE_MIGRATABLE_STATUSES:
+        return 'status %s: only ACTIVE or PAUSED servers can be live-migrated' \
+            % server.status
+
+
+def task_state(server, rules):
+    if server.task_state:
+        return 'task_state %s: Nova refuses to migrate a busy server' % \
+            server.task_state
+
+
+def locked(server, rules):
+    if server.locked and not rules.options.include_locked:
+        return 'locked (use --include-locked to move locked servers)'
+
+
+def migration_in_flight(server, rules):
+    mig = rules.in_flight.get(server.id)
+    if mig is not None:
+        return 'a %s is already in progress (status %s)' % (
+            mig.migration_type, mig.status)
+
+
+def blockers(server, rules):
+    if server.blockers:
+        return 'cannot live-migrate: %s' % '; '.join(server.blockers)
+
+
+def opted_out(server, rules):
+    if server.metadata.get(opts.OPT_OUT_KEY, '').lower() in (
+            'true', 'yes', '1') or opts.OPT_OUT_KEY in server.tags:
+        return 'opted out by %s' % opts.OPT_OUT_KEY
+
+
+def project(server, rules):
+    options = rules.options
+    if server.project_id in options.exclude_projects:
+        return 'project %s is excluded' % server.project_id
+    if options.projects and server.project_id not in options.projects:
+        return 'project %s is not among the selected projects' % \
+            server.project_id
+
+
+def cooldown(server, rules):
+    when = rules.last_moved.get(server.id)
+    hours = rules.options.cooldown_hours
+    if when is not None and rules.now - when < hours * HOUR:
+        return 'migrated %.1f h ago, inside the %g h cooldown' % (
+            max(0.0, rules.now - when) / HOUR, hours)
+
+
+def source_in_scope(server, rules):
+    hyp = rules.snapshot.hypervisor(server.hypervisor)
+    if hyp.name in rules.options.exclude_hosts or \
+            hyp.host in rules.options.exclude_hosts:
+        return 'its hypervisor %s is excluded' % hyp.name
+    zones = rules.options.availability_zones
+    if zones and hyp.availability_zone not in zones:
+        return 'its hypervisor %s is outside the selected availability ' \
+            'zones' % hyp.name
+    if not hyp.service.usable:
+        return 'its hypervisor %s is %s: plan balances, it does not drain ' \
+            '(see evacuate)' % (hyp.name, _service_word(hyp.service))
+
+
+SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
+                  opted_out, project, cooldown, source_in_scope)
+
+
+def why_not_movable(server, rules):
+    for check in SERVER_FILTERS:
+        reason = check(server, rules)
+        if reason:
+            return reason
+    return None
+
+
+# --- may it move to this hypervisor, in this state? -------------------------
+
+def not_source(server, dest, state, rules):
+    if state.host_of(server.id) == dest.name:
+        return 'it is the server\'s current hypervisor'
+
+
+def excluded_host(server, dest, state, rules):
+    if dest.name in rules.options.exclude_hosts or \
+            dest.host in rules.options.exclude_hosts:
+        return 'excluded by --exclude-host'
+
+
+def _service_word(service):
+    if service.forced_down:
+        return 'forced down'
+    if service.state != 'up':
+        return 'down'
+    reason = ' (%s)' % service.disabled_reason if service.disabled_reason \
+        else ''
+    return 'disabled' + reason
+
+
+def service(server, dest, state, rules):
+    if not dest.service.usable:
+        return 'compute service is %s' % _service_word(dest.service)
+
+
+def availability_zone(server, dest, state, rules):
+    source = rules.snapshot.hypervisor(state.host_of(server.id))
+    pinned = server.pinned_availability_zone
+    if pinned and dest.availability_zone != pinned:
+        return 'server is pinned to availability zone %s, hypervisor is in ' \
+            '%s' % (pinned, dest.availability_zone or 'none')
+    if dest.availability_zone != source.availability_zone:
+        return 'availability zone %s differs from the server\'s %s' % (
+            dest.availability_zone or 'none',
+            source.availability_zone or 'none')
+
+
+def cpu_compatible(server, dest, state, rules):
+    source = rules.snapshot.hypervisor(state.host_of(server.id))
+    if source.cpu_arch and dest.cpu_arch and source.cpu_arch != dest.cpu_arch:
+        return 'CPU architecture %s differs from %s' % (dest.cpu_arch,
+                                                        source.cpu_arch)
+    if rules.options.cpu_compatibility == opts.CPU_FEATURES:
+        missing = source.cpu_features - dest.cpu_features
+        if missing:
+            shown = sorted(missing)
+            more = ' and %d more' % (len(shown) - 5) if len(shown) > 5 else ''
+            return 'lacks CPU features of %s: %s%s' % (
+                source.name, ', '.join(shown[:5]), more)
+    elif dest.cpu_model != source.cpu_model:
+        return 'CPU model %s differs from the server\'s %s' % (
+            dest.cpu_model or 'unknown', source.cpu_model or 'unknown')
+
+
+def _aggregate_specs(extra_specs):
+    """Flavor extra specs AggregateInstanceExtraSpecsFilter matches."""
+    for key, value in extra_specs.items():
+        scope, sep, name = key.partition(':')
+        if not sep:
+            yield key, value
+        elif scope == AGGREGATE_SCOPE:
+            yield name, value
+
+
+def aggregate_extra_specs(server, dest, state, rules):
+    for key, wanted in _aggregate_specs(server.flavor.extra_specs):
+        offered = set()
+        for agg in dest.aggregates:
+            if key in agg.metadata:
+                offered.update(v.strip() for v in agg.metadata[key].split(','))
+        choices = [v.strip() for v in wanted.replace('<or>', ',').split(',')
+                   if v.strip()] if wanted.startswith('<or>') else [wanted]
+        if not offered.intersection(choices):
+            return 'flavor wants aggregate metadata %s=%s, hypervisor ' \
+                'offers %s' % (key, wanted,
+                               ','.join(sorted(offered)) or 'none')
+
+
+def tenant_isolation(server, dest, state, rules):
+    for agg in dest.aggregates:
+        allowed = set()
+        for key, value in agg.metadata.items():
+            if key.startswith(TENANT_KEY):
+                allowed.update(v.strip() for v in value.split(','))
+        if allowed and server.project_id not in allowed:
+            return 'aggregate %s is reserved for other projects' % agg.name
+
+
+def required_traits(server, dest, state, rules):
+    for key, value in server.flavor.extra_specs.items():
+        if not key.startswith('trait:'):
+            continue
+        trait = key[len('trait:'):]
+        if value == 'required' and trait not in dest.traits:
+            return 'lacks trait %s required by flavor %s' % (
+                trait, server.flavor.name or '')
+        if value == 'forbidden' and trait in dest.traits:
+            return 'has trait %s forbidden by flavor %s' % (
+                trait, server.flavor.name or '')
+
+
+def server_groups(server, dest, state, rules):
+    for group in rules.groups_of.get(server.id, ()):
+        others = [m for m in rules.group_members[group.id] if m != server.id]
+        here = [m for m in others if state.host_of(m) == dest.name]
+        label = group.name or group.id
+        if group.policy.endswith('anti-affinity'):
+            limit = group.max_server_per_host or 1
+            if len(here) >= limit:
+                names = ', '.join(sorted(
+                    rules.snapshot.server(m).label for m in here))
+                return '%s group %s: %s already hosts %s' % (
+                    group.policy, label, dest.name, names)
+        elif others and not here:
+            return '%s group %s: moving it alone would split it from %s' % (
+                group.policy, label, rules.snapshot.server(others[0]).label)
+
+
+def capacity(server, dest, state, rules):
+    for rc, amount in sorted(server.resources.items()):
+        inv = dest.inventories.get(rc)
+        if inv is None:
+            return 'has no %s inventory' % rc
+        if amount > inv.max_unit:
+            return 'needs %d %s, above max_unit %d' % (amount, rc, inv.max_unit)
+        used = state.usage(dest.name, rc)
+        if used + amount > inv.capacity:
+            return '%s full: %d used + %d needed > %g capacity ' \
+                '((%d total - %d reserved) x %g)' % (
+                    rc, used, amount, inv.capacity, inv.total, inv.reserved,
+                    inv.allocation_ratio)
+
+
+def ceiling(server, dest, state, rules):
+    after = state.score(dest.name) + state.load_model.delta(server.id,
+                                                            dest.name)
+    if after > rules.options.ceiling:
+        return 'score would rise to %.2f, above the ceiling %.2f' % (
+            after, rules.options.ceiling)
+
+
+DESTINATION_FILTERS = (not_source, excluded_host, service, availability_zone,
+                       cpu_compatible, aggregate_extra_specs, tenant_isolation,
+                       required_traits, server_groups, capacity, ceiling)
+
+
+def why_not_destination(server, dest, state, rules):
+    for check in DESTINATION_FILTERS:
+        reason = check(server, dest, state, rules)
+        if reason:
+            return reason
+    return None
+
+
+def why_not(server, dest, state, rules):
+    """The first reason the move is refused, server filters first."""
+    return why_not_movable(server, rules) or why_not_destination(
+        server, dest, state, rules)

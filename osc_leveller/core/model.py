@@ -1,0 +1,239 @@
+"""The frozen cloud model: hypervisors, servers, server groups, migrations.
+
+Everything the planner knows about a cloud lives here, in plain dataclasses built
+once per run (from a snapshot file or, later, from a live cloud) and never
+mutated. Planned moves are applied to an overlay (core.state), not to these.
+"""
+
+import dataclasses
+import types
+
+VCPU = 'VCPU'
+PCPU = 'PCPU'
+MEMORY_MB = 'MEMORY_MB'
+DISK_GB = 'DISK_GB'
+
+# Server states Nova can live-migrate (nova/compute/api.py live_migrate).
+LIVE_MIGRATABLE_STATUSES = ('ACTIVE', 'PAUSED')
+# Migration statuses that mean the move is still running or not cleaned up.
+FINAL_MIGRATION_STATUSES = frozenset(
+    ('completed', 'confirmed', 'finished', 'reverted', 'error', 'failed',
+     'cancelled', 'done'))
+
+EMPTY = types.MappingProxyType({})
+
+
+def _empty():
+    return dataclasses.field(default_factory=lambda: EMPTY)
+
+
+def frozen_mapping(data):
+    return types.MappingProxyType(dict(data or {}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    """One Placement inventory record of a resource provider."""
+
+    total: int
+    reserved: int = 0
+    allocation_ratio: float = 1.0
+    min_unit: int = 1
+    max_unit: int = 0  # 0: no limit known, use the capacity
+    step_size: int = 1
+
+    @property
+    def capacity(self):
+        """What Placement lets consumers allocate: (total - reserved) * ratio."""
+        return (self.total - self.reserved) * self.allocation_ratio
+
+
+@dataclasses.dataclass(frozen=True)
+class Service:
+    """The nova-compute service behind a hypervisor."""
+
+    status: str = 'enabled'
+    state: str = 'up'
+    forced_down: bool = False
+    disabled_reason: str = ''
+
+    @property
+    def usable(self):
+        return (self.status == 'enabled' and self.state == 'up'
+                and not self.forced_down)
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregate:
+    name: str
+    metadata: types.MappingProxyType = _empty()
+
+
+@dataclasses.dataclass(frozen=True)
+class HostMetrics:
+    """Measured host load, fractions 0..1; None where not measured."""
+
+    cpu: float = None
+    ram: float = None
+    cpu_pressure: float = None
+    ram_pressure: float = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hypervisor:
+    name: str  # hypervisor_hostname, also the Placement resource provider name
+    host: str  # nova-compute service host, what os-migrateLive takes
+    uuid: str = ''  # compute node uuid == resource provider uuid
+    availability_zone: str = ''
+    aggregates: tuple = ()
+    service: Service = Service()
+    inventories: types.MappingProxyType = _empty()  # resource class -> Inventory
+    usages: types.MappingProxyType = _empty()  # resource class -> int
+    cpu_arch: str = ''
+    cpu_model: str = ''
+    cpu_features: frozenset = frozenset()
+    traits: frozenset = frozenset()
+    metrics: HostMetrics = None
+
+    def capacity(self, resource_class):
+        inv = self.inventories.get(resource_class)
+        return inv.capacity if inv else 0.0
+
+    def usage(self, resource_class):
+        return self.usages.get(resource_class, 0)
+
+    @property
+    def threads(self):
+        """Physical CPU threads: the VCPU (plus PCPU) inventory total."""
+        return sum(inv.total for rc, inv in self.inventories.items()
+                   if rc in (VCPU, PCPU))
+
+    @property
+    def memory_mb(self):
+        inv = self.inventories.get(MEMORY_MB)
+        return inv.total if inv else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    name: str = ''
+    vcpus: int = 0
+    ram: int = 0  # MiB
+    disk: int = 0  # GiB
+    ephemeral: int = 0  # GiB
+    swap: int = 0  # MiB
+    extra_specs: types.MappingProxyType = _empty()
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerUsage:
+    """Measured server load as fractions of its own flavor; None if unknown."""
+
+    cpu: float = None
+    ram: float = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    id: str
+    name: str
+    hypervisor: str  # hypervisor_hostname the server runs on
+    project_id: str = ''
+    status: str = 'ACTIVE'
+    task_state: str = None
+    locked: bool = False
+    flavor: Flavor = Flavor()
+    boot_from_volume: bool = False
+    server_groups: tuple = ()
+    metadata: types.MappingProxyType = _empty()
+    tags: tuple = ()
+    pinned_availability_zone: str = ''
+    # Placement allocation on the hypervisor's root provider: rc -> amount.
+    resources: types.MappingProxyType = _empty()
+    # Why Nova cannot live-migrate it (PCI, vGPU, child-provider allocations ...).
+    blockers: tuple = ()
+    usage: ServerUsage = ServerUsage()
+
+    @property
+    def label(self):
+        return self.name or self.id
+
+    @property
+    def ram_gb(self):
+        return self.resources.get(MEMORY_MB, self.flavor.ram) / 1024.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerGroup:
+    id: str
+    name: str
+    policy: str  # affinity, anti-affinity, soft-affinity, soft-anti-affinity
+    members: tuple = ()
+    max_server_per_host: int = None
+    project_id: str = ''
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    server_id: str
+    status: str
+    migration_type: str = 'live-migration'
+    source_compute: str = ''
+    dest_compute: str = ''
+    created_at: float = None  # seconds since the epoch
+    updated_at: float = None
+    id: str = ''
+
+    @property
+    def in_progress(self):
+        return self.status.lower() not in FINAL_MIGRATION_STATUSES
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The whole cloud as the planner sees it at one moment."""
+
+    hypervisors: tuple
+    servers: tuple
+    server_groups: tuple = ()
+    migrations: tuple = ()
+    taken_at: float = 0.0  # seconds since the epoch
+    source: types.MappingProxyType = _empty()
+
+    def __post_init__(self):
+        by_name = {h.name: h for h in self.hypervisors}
+        object.__setattr__(self, '_hypervisors', by_name)
+        object.__setattr__(self, '_servers', {s.id: s for s in self.servers})
+        object.__setattr__(
+            self, '_groups', {g.id: g for g in self.server_groups})
+        by_host = {h.name: [] for h in self.hypervisors}
+        for server in self.servers:
+            by_host.setdefault(server.hypervisor, []).append(server)
+        object.__setattr__(
+            self, '_servers_on', {k: tuple(v) for k, v in by_host.items()})
+
+    def hypervisor(self, name):
+        return self._hypervisors.get(name)
+
+    def server(self, server_id):
+        return self._servers.get(server_id)
+
+    def server_group(self, group_id):
+        return self._groups.get(group_id)
+
+    def servers_on(self, hypervisor_name):
+        return self._servers_on.get(hypervisor_name, ())
+
+    def find_server(self, ref):
+        """A server by id or unique name, or None."""
+        if ref in self._servers:
+            return self._servers[ref]
+        named = [s for s in self.servers if s.name == ref]
+        return named[0] if len(named) == 1 else None
+
+    def find_hypervisor(self, ref):
+        """A hypervisor by hypervisor_hostname or unique service host."""
+        if ref in self._hypervisors:
+            return self._hypervisors[ref]
+        hosts = [h for h in self.hypervisors if h.host == ref]
+        return hosts[0] if len(hosts) == 1 else None

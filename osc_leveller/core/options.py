@@ -1,0 +1,53 @@
+"""The planner's knobs, with their defaults, in one frozen object."""
+
+import dataclasses
+
+from osc_leveller.core import scoring
+
+CPU_MODEL = 'model'
+CPU_FEATURES = 'features'
+
+OPT_OUT_KEY = 'leveller:exclude'
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerOptions:
+    weights: dict = dataclasses.field(
+        default_factory=lambda: dict(scoring.DEFAULT_WEIGHTS))
+    # Domains whose imbalance (std of host scores) is below this are left alone.
+    threshold: float = 0.05
+    # Least reduction of the sum of squared score deviations a move must bring.
+    min_gain: float = 0.0005
+    max_moves: int = 25
+    # No destination may be pushed above this score by a move.
+    ceiling: float = 0.85
+    # Fixed cost of any migration, in GiB of RAM copied: favours fewer moves.
+    move_cost_gb: float = 4.0
+    cpu_compatibility: str = CPU_MODEL
+    include_locked: bool = False
+    cooldown_hours: float = 6.0
+    projects: frozenset = frozenset()
+    exclude_projects: frozenset = frozenset()
+    exclude_hosts: frozenset = frozenset()
+    availability_zones: frozenset = frozenset()
+    # Reference time for cooldowns; None means the snapshot's taken_at.
+    now: float = None
+
+    def validate(self):
+        """Raise ValueError naming the first option that makes no sense."""
+        checks = (
+            ('threshold', self.threshold >= 0),
+            ('min-gain', self.min_gain >= 0),
+            ('max-moves', self.max_moves >= 0),
+            ('ceiling', 0 < self.ceiling),
+            ('move-cost', self.move_cost_gb >= 0),
+            ('cooldown', self.cooldown_hours >= 0),
+        )
+        for name, ok in checks:
+            if not ok:
+                raise ValueError('--%s must not be negative%s' % (
+                    name, ' or zero' if name == 'ceiling' else ''))
+        if self.cpu_compatibility not in (CPU_MODEL, CPU_FEATURES):
+            raise ValueError('--cpu-compatibility must be %s or %s' % (
+                CPU_MODEL, CPU_FEATURES))
+        return self

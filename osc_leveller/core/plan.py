@@ -1,0 +1,160 @@
+"""A plan: ordered live migrations with reasons, waves and a state fingerprint.
+
+Plan files (format ``osc-leveller-plan/1``, schema in osc_leveller/data) carry
+the moves in execution order, the predicted imbalance before and after, and a
+fingerprint of the placement they were planned on, so ``apply`` can tell when
+the cloud has changed since.
+"""
+
+import dataclasses
+import hashlib
+import json
+
+from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core import validation
+
+FORMAT = 'osc-leveller-plan/1'
+
+
+class PlanError(ValueError):
+    """A plan file cannot be used; the message says why and where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    server_id: str
+    server_name: str
+    source: str  # hypervisor_hostname
+    destination: str  # hypervisor_hostname
+    destination_host: str  # compute service host, what os-migrateLive takes
+    wave: int
+    domain: str
+    ram_gb: float
+    gain: float  # reduction of the domain's sum of squared score deviations
+    source_score: tuple  # (before, after)
+    destination_score: tuple  # (before, after)
+    imbalance: tuple  # the domain's (before, after)
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    moves: tuple
+    imbalance_before: float
+    imbalance_after: float
+    domains: tuple  # dicts: domain, hosts, before, after, moves
+    fingerprint: str
+    snapshot_taken_at: float
+    snapshot_source: dict
+    options: dict
+    created_at: float
+    note: str = ''  # why the plan is empty, when it is
+
+    @property
+    def migrated_gb(self):
+        return sum(m.ram_gb for m in self.moves)
+
+
+def fingerprint(snap):
+    """A digest of what makes moves valid: placement, usage, service state.
+
+    Metrics are left out on purpose: they change every scrape, and apply
+    re-checks load itself.
+    """
+    digest = hashlib.sha256()
+    for hyp in sorted(snap.hypervisors, key=lambda h: h.name):
+        svc = hyp.service
+        digest.update(json.dumps([
+            hyp.name, hyp.availability_zone, svc.status, svc.state,
+            svc.forced_down, sorted(hyp.usages.items()),
+            sorted((rc, i.total, i.reserved, i.allocation_ratio)
+                   for rc, i in hyp.inventories.items())]).encode())
+    for server in sorted(snap.servers, key=lambda s: s.id):
+        digest.update(json.dumps([
+            server.id, server.hypervisor, server.status, server.task_state,
+            server.locked]).encode())
+    return 'sha256:' + digest.hexdigest()
+
+
+def to_document(plan):
+    return {
+        'format': FORMAT,
+        'created_at': snapshot_io.format_time(plan.created_at),
+        'snapshot': {
+            'taken_at': snapshot_io.format_time(plan.snapshot_taken_at),
+            'source': dict(plan.snapshot_source),
+            'fingerprint': plan.fingerprint,
+        },
+        'options': plan.options,
+        'imbalance': {'before': plan.imbalance_before,
+                      'after': plan.imbalance_after,
+                      'domains': [dict(d) for d in plan.domains]},
+        'note': plan.note,
+        'moves': [_move_doc(m) for m in plan.moves],
+    }
+
+
+def _move_doc(move):
+    doc = dataclasses.asdict(move)
+    for key in ('source_score', 'destination_score', 'imbalance'):
+        doc[key] = {'before': move.__dict__[key][0],
+                    'after': move.__dict__[key][1]}
+    return doc
+
+
+def from_document(document, origin='plan'):
+    try:
+        validation.validate(document, validation.load_schema('plan-v1'))
+        moves = tuple(_move(m) for m in document['moves'])
+        seen = set()
+        for index, move in enumerate(moves):
+            if move.server_id in seen:
+                raise validation.ValidationError(
+                    'moves[%d].server_id' % index,
+                    'server %s is moved twice' % move.server_id)
+            seen.add(move.server_id)
+        snap = document['snapshot']
+        return Plan(
+            moves=moves,
+            imbalance_before=document['imbalance']['before'],
+            imbalance_after=document['imbalance']['after'],
+            domains=tuple(document['imbalance'].get('domains', ())),
+            fingerprint=snap['fingerprint'],
+            snapshot_taken_at=snapshot_io.parse_time(
+                snap['taken_at'], 'snapshot.taken_at'),
+            snapshot_source=snap.get('source', {}),
+            options=document.get('options', {}),
+            created_at=snapshot_io.parse_time(
+                document['created_at'], 'created_at'),
+            note=document.get('note', ''))
+    except validation.ValidationError as exc:
+        raise PlanError('%s: %s' % (origin, exc)) from exc
+
+
+def _move(doc):
+    values = dict(doc)
+    for key in ('source_score', 'destination_score', 'imbalance'):
+        values[key] = (doc[key]['before'], doc[key]['after'])
+    return Move(**values)
+
+
+def write(plan, path):
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(to_document(plan), f, indent=2, sort_keys=True)
+        f.write('\n')
+
+
+def read(path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            document = json.load(f)
+    except FileNotFoundError:
+        raise PlanError('plan file %s does not exist' % path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError('cannot read plan file %s: %s' % (path, exc)) from exc
+    except ValueError as exc:
+        raise PlanError('%s is not valid JSON: %s' % (path, exc)) from exc
+    if not isinstance(document, dict) or document.get('format') != FORMAT:
+        raise PlanError('%s is not an osc-leveller plan (format %r expected)'
+                        % (path, FORMAT))
+    return from_document(document, origin=path)

@@ -1,0 +1,276 @@
+"""Plan live migrations that lower the imbalance the most per GiB moved.
+
+Greedy best-move search, one balancing domain at a time. Within a domain
+(AZ x CPU class) the objective is the sum of squared deviations of host scores
+from the domain mean (SSE); a move changes exactly two scores by amounts the
+LoadModel knows in advance, so its gain is O(1) to compute. Each step takes,
+across domains, the candidate with the best gain / (RAM moved + a fixed
+per-migration cost) that passes every filter against the state left by the
+moves before it, so every intermediate state is valid. Only the domain a move
+touched is searched again.
+"""
+
+import time
+
+from osc_leveller.core import filters
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import scoring
+from osc_leveller.core import state as state_mod
+
+# Search the hottest sources and coolest destinations first; widen only when
+# nothing there passes the filters.
+FIRST_SOURCES = 4
+FIRST_DESTINATIONS = 12
+
+
+class _Domain:
+    """Running sum and sum of squares of the scores of one domain's hosts."""
+
+    def __init__(self, name, hosts, state):
+        self.name = name
+        self.hosts = hosts
+        self.total = sum(state.score(h) for h in hosts)
+        self.squares = sum(state.score(h) ** 2 for h in hosts)
+        self.best = None  # cached best candidate, None when none is left
+
+    def mean(self):
+        return self.total / len(self.hosts)
+
+    def sse(self):
+        return max(0.0, self.squares - self.total ** 2 / len(self.hosts))
+
+    def std(self):
+        return (self.sse() / len(self.hosts)) ** 0.5
+
+    def gain(self, s_src, a, s_dst, b):
+        """SSE reduction when a host at s_src loses a and one at s_dst gains b."""
+        d_squares = -2 * a * s_src + a * a + 2 * b * s_dst + b * b
+        d_total = b - a
+        return -(d_squares - (2 * self.total * d_total + d_total ** 2)
+                 / len(self.hosts))
+
+    def update(self, old, new):
+        self.total += new - old
+        self.squares += new * new - old * old
+
+
+class Planner:
+    def __init__(self, snapshot, options):
+        self.snapshot = snapshot
+        self.options = options.validate()
+        self.state = state_mod.new_state(snapshot, options.weights)
+        self.model = self.state.load_model
+        self.rules = filters.Rules(snapshot, options)
+        self.scope = [h.name for h in snapshot.hypervisors
+                      if self._in_scope(h)]
+        self.domain_of = {h: scoring.domain_of(snapshot.hypervisor(h))
+                          for h in self.scope}
+        self.movable = {h: [] for h in self.scope}
+        self.refusals = {}
+        for server in snapshot.servers:
+            reason = filters.why_not_movable(server, self.rules)
+            if reason:
+                self.refusals[server.id] = reason
+            elif server.hypervisor in self.movable:
+                self.movable[server.hypervisor].append(server.id)
+
+    def _in_scope(self, hyp):
+        options = self.options
+        return (hyp.service.usable
+                and hyp.name not in options.exclude_hosts
+                and hyp.host not in options.exclude_hosts
+                and (not options.availability_zones
+                     or hyp.availability_zone in options.availability_zones))
+
+    def stats(self):
+        scores = {h: self.state.score(h) for h in self.scope}
+        return scoring.domain_stats(scores, self.domain_of)
+
+    def plan(self):
+        started = time.time()
+        before = self.stats()
+        groups = {}
+        for host in self.scope:
+            groups.setdefault(self.domain_of[host], []).append(host)
+        domains = [_Domain(name, sorted(hosts), self.state)
+                   for name, hosts in sorted(groups.items())
+                   if len(hosts) > 1]
+        active = [d for d in domains if d.std() >= self.options.threshold]
+        moves = []
+        last_wave = {}
+        for domain in active:
+            domain.best = self._best(domain)
+        while len(moves) < self.options.max_moves:
+            ready = [d for d in active if d.best is not None]
+            if not ready:
+                break
+            domain = max(ready, key=lambda d: (d.best['value'], d.name))
+            move = self._apply(domain, domain.best, last_wave)
+            moves.append(move)
+            domain.best = self._best(domain)
+        after = self.stats()
+        return plan_mod.Plan(
+            moves=tuple(moves),
+            imbalance_before=scoring.pooled_imbalance(before),
+            imbalance_after=scoring.pooled_imbalance(after),
+            domains=tuple(
+                {'domain': b.domain, 'hosts': b.hosts,
+                 'before': b.imbalance, 'after': a.imbalance,
+                 'moves': sum(1 for m in moves if m.domain == b.domain)}
+                for b, a in zip(before, after)),
+            fingerprint=plan_mod.fingerprint(self.snapshot),
+            snapshot_taken_at=self.snapshot.taken_at,
+            snapshot_source=dict(self.snapshot.source),
+            options=_options_doc(self.options),
+            created_at=started,
+            note=self._note(before, active, moves))
+
+    def _note(self, before, active, moves):
+        if moves:
+            return ''
+        if not before:
+            return 'no enabled hypervisors in scope'
+        if not active:
+            worst = max(before, key=lambda s: s.imbalance)
+            return ('imbalance is below the threshold %g in every domain '
+                    '(highest: %.3f in %s)' % (self.options.threshold,
+                                               worst.imbalance, worst.domain))
+        if self.options.max_moves == 0:
+            return '--max-moves is 0'
+        return 'no move passes the filters and gains at least %g' % \
+            self.options.min_gain
+
+    def _best(self, domain):
+        """The best valid move in a domain, or None."""
+        scores = {h: self.state.score(h) for h in domain.hosts}
+        mean = domain.mean()
+        hot = sorted((h for h in domain.hosts if scores[h] > mean),
+                     key=lambda h: (-scores[h], h))
+        cool = sorted(domain.hosts, key=lambda h: (scores[h], h))
+        tried = None
+        for sources, dests in ((hot[:FIRST_SOURCES], cool[:FIRST_DESTINATIONS]),
+                               (hot, cool)):
+            if tried == (len(sources), len(dests)):
+                break
+            tried = (len(sources), len(dests))
+            found = self._search(domain, scores, sources, dests)
+            if found is not None:
+                return found
+        return None
+
+    def _search(self, domain, scores, sources, dests):
+        options = self.options
+        candidates = []
+        for src in sources:
+            s_src = scores[src]
+            for sid in self.movable[src]:
+                if sid in self.state.moved:
+                    continue
+                a = self.model.delta(sid, src)
+                cost = self.snapshot.server(sid).ram_gb + options.move_cost_gb
+                for dst in dests:
+                    if dst == src:
+                        continue
+                    b = self.model.delta(sid, dst)
+                    gain = domain.gain(s_src, a, scores[dst], b)
+                    if gain > options.min_gain and gain > 1e-12:
+                        candidates.append((-gain / cost, sid, dst, src, gain))
+        candidates.sort()
+        rejected = {}
+        for neg_value, sid, dst, src, gain in candidates:
+            server = self.snapshot.server(sid)
+            reason = filters.why_not_destination(
+                server, self.snapshot.hypervisor(dst), self.state, self.rules)
+            if reason is None:
+                return {'value': -neg_value, 'server': sid, 'source': src,
+                        'destination': dst, 'gain': gain,
+                        'refused': rejected.get(sid)}
+            rejected.setdefault(sid, (dst, reason))
+        return None
+
+    def _apply(self, domain, best, last_wave):
+        sid, src, dst = best['server'], best['source'], best['destination']
+        server = self.snapshot.server(sid)
+        std_before = domain.std()
+        src_before, dst_before = self.state.score(src), self.state.score(dst)
+        hottest = max(domain.hosts, key=lambda h: (self.state.score(h), h))
+        mean = domain.mean()
+        self.state.apply(sid, dst)
+        src_after, dst_after = self.state.score(src), self.state.score(dst)
+        domain.update(src_before, src_after)
+        domain.update(dst_before, dst_after)
+        wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
+        last_wave[src] = last_wave[dst] = wave
+        why_source = ('%s is the hottest hypervisor in %s' % (src, domain.name)
+                      if hottest == src else
+                      '%s is above the %s mean' % (src, domain.name))
+        reason = ('%s (score %.2f, mean %.2f); moving %s (%s) takes it to '
+                  '%.2f. %s has the best gain per GiB moved among the '
+                  'hypervisors that accept it (%.2f -> %.2f)' % (
+                      why_source, src_before, mean, server.label,
+                      _describe(server, self.model), src_after, dst,
+                      dst_before, dst_after))
+        if best['refused'] is not None:
+            reason += '; %s was refused: %s' % best['refused']
+        return plan_mod.Move(
+            server_id=sid, server_name=server.name, source=src,
+            destination=dst,
+            destination_host=self.snapshot.hypervisor(dst).host,
+            wave=wave, domain=domain.name, ram_gb=server.ram_gb,
+            gain=best['gain'], source_score=(src_before, src_after),
+            destination_score=(dst_before, dst_after),
+            imbalance=(std_before, domain.std()), reason=reason)
+
+    def explain(self, server):
+        """Rows (hypervisor, domain, score, verdict, reason) for one server."""
+        current = self.state.host_of(server.id)
+        refusal = filters.why_not_movable(server, self.rules)
+        rows = []
+        for hyp in self.snapshot.hypervisors:
+            score = self.state.score(hyp.name)
+            domain = scoring.domain_of(hyp)
+            if hyp.name == current:
+                rows.append((hyp.name, domain, score, 'current',
+                             refusal or 'the server may move'))
+                continue
+            reason = filters.why_not_destination(server, hyp, self.state,
+                                                 self.rules)
+            if reason:
+                rows.append((hyp.name, domain, score, 'rejected', reason))
+                continue
+            after = score + self.model.delta(server.id, hyp.name)
+            rows.append((hyp.name, domain, score, 'accepted',
+                         'score would be %.2f -> %.2f' % (score, after)))
+        order = {'current': 0, 'accepted': 1, 'rejected': 2}
+        rows.sort(key=lambda r: (order[r[3]], r[2], r[0]))
+        return refusal, rows
+
+
+def _describe(server, load_model):
+    load = load_model.servers[server.id]
+    text = '%d vCPU, %g GiB' % (load.vcpus, round(server.ram_gb, 1))
+    if server.usage.cpu is not None:
+        text += ', %d%% CPU busy' % round(server.usage.cpu * 100)
+    return text
+
+
+def _options_doc(options):
+    return {
+        'weights': dict(options.weights),
+        'threshold': options.threshold,
+        'min_gain': options.min_gain,
+        'max_moves': options.max_moves,
+        'ceiling': options.ceiling,
+        'move_cost_gb': options.move_cost_gb,
+        'cpu_compatibility': options.cpu_compatibility,
+        'include_locked': options.include_locked,
+        'cooldown_hours': options.cooldown_hours,
+        'projects': sorted(options.projects),
+        'exclude_projects': sorted(options.exclude_projects),
+        'exclude_hosts': sorted(options.exclude_hosts),
+        'availability_zones': sorted(options.availability_zones),
+    }
+
+
+def make_plan(snapshot, options):
+    return Planner(snapshot, options).plan()

@@ -1,0 +1,348 @@
+"""Snapshot files: read, validate, write; the bundled demo; format detection.
+
+A snapshot is the JSON form of core.model.Snapshot (format
+``osc-leveller-snapshot/1``, schema in osc_leveller/data). ``load()`` also
+accepts the simple cluster JSON of the Watcher baseline harness (see
+core.watcher_cluster), so one file can run through both planners.
+"""
+
+import dataclasses
+import datetime
+import json
+import math
+from importlib import resources
+
+from osc_leveller.core import model
+from osc_leveller.core import validation
+from osc_leveller.core import watcher_cluster
+
+FORMAT = 'osc-leveller-snapshot/1'
+DEMO = 'demo'
+
+
+class SnapshotError(ValueError):
+    """The snapshot cannot be used; the message says why and where."""
+
+
+def load(ref):
+    """A Snapshot from 'demo' or a file path, validated."""
+    if ref == DEMO:
+        text = resources.files('osc_leveller.data').joinpath(
+            'demo-snapshot.json').read_text(encoding='utf-8')
+        return parse(json.loads(text), origin='the demo snapshot')
+    try:
+        with open(ref, encoding='utf-8') as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise SnapshotError(
+            'snapshot file %s does not exist (use --snapshot demo for the '
+            'bundled demo)' % ref) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            'cannot read snapshot file %s: %s' % (ref, exc)) from exc
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise SnapshotError('%s is not valid JSON: %s' % (ref, exc)) from exc
+    return parse(document, origin=ref)
+
+
+def parse(document, origin='snapshot'):
+    """A Snapshot from a decoded JSON document of either known format."""
+    if isinstance(document, dict) and 'format' not in document and \
+            watcher_cluster.looks_like(document):
+        try:
+            document = watcher_cluster.to_snapshot_document(document, origin)
+        except validation.ValidationError as exc:
+            raise SnapshotError(
+                '%s (Watcher cluster file): %s' % (origin, exc)) from exc
+        document['format'] = FORMAT
+    if not isinstance(document, dict) or 'format' not in document:
+        raise SnapshotError(
+            '%s is neither an osc-leveller snapshot (no "format" field) nor '
+            'a Watcher baseline cluster file' % origin)
+    if document['format'] != FORMAT:
+        raise SnapshotError(
+            '%s has format %r; this osc-leveller reads %r' % (
+                origin, document['format'], FORMAT))
+    try:
+        validation.validate(document, validation.load_schema('snapshot-v1'))
+        return _build(document)
+    except validation.ValidationError as exc:
+        raise SnapshotError('%s: %s' % (origin, exc)) from exc
+
+
+def parse_time(text, path='timestamp'):
+    """Seconds since the epoch from ISO 8601; naive times are UTC."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise validation.ValidationError(
+            path, 'is not an ISO 8601 time (got %r)' % text) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+def format_time(seconds):
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def flavor_resources(flavor, boot_from_volume):
+    """The allocation Nova's scheduler makes for a flavor (no PCI, no NUMA)."""
+    specs = flavor.extra_specs
+    cpu_class = model.PCPU if specs.get(
+        'hw:cpu_policy') == 'dedicated' else model.VCPU
+    wanted = {
+        cpu_class: flavor.vcpus,
+        model.MEMORY_MB: flavor.ram,
+        model.DISK_GB: (0 if boot_from_volume else flavor.disk)
+        + flavor.ephemeral + int(math.ceil(flavor.swap / 1024.0)),
+    }
+    for key, value in specs.items():
+        # resources:CUSTOM_X=N (or =0 to drop a standard class) as Nova does.
+        if key.startswith('resources') and ':' in key:
+            try:
+                wanted[key.split(':', 1)[1]] = int(value)
+            except ValueError:
+                continue
+    return {rc: amount for rc, amount in wanted.items() if amount > 0}
+
+
+def _build(doc):
+    hypervisors = tuple(
+        _hypervisor(h, 'hypervisors[%d]' % i)
+        for i, h in enumerate(doc['hypervisors']))
+    names = set()
+    for i, hyp in enumerate(hypervisors):
+        if hyp.name in names:
+            raise validation.ValidationError(
+                'hypervisors[%d].name' % i, 'duplicate hypervisor %r' % hyp.name)
+        names.add(hyp.name)
+    servers = []
+    ids = set()
+    for i, data in enumerate(doc['servers']):
+        server = _server(data)
+        path = 'servers[%d]' % i
+        if server.id in ids:
+            raise validation.ValidationError(
+                path + '.id', 'duplicate server %r' % server.id)
+        if server.hypervisor not in names:
+            raise validation.ValidationError(
+                path + '.hypervisor', 'unknown hypervisor %r' % server.hypervisor)
+        ids.add(server.id)
+        servers.append(server)
+    hypervisors = _fill_usages(hypervisors, servers, doc['hypervisors'])
+    groups = tuple(_server_group(g) for g in doc.get('server_groups', ()))
+    migrations = tuple(
+        _migration(m, 'migrations[%d]' % i)
+        for i, m in enumerate(doc.get('migrations', ())))
+    return model.Snapshot(
+        hypervisors=hypervisors,
+        servers=tuple(servers),
+        server_groups=groups,
+        migrations=migrations,
+        taken_at=parse_time(doc['taken_at'], 'taken_at'),
+        source=model.frozen_mapping(doc.get('source')),
+    )
+
+
+def _hypervisor(data, path):
+    service = data.get('service', {})
+    cpu = data.get('cpu', {})
+    metrics = data.get('metrics')
+    inventories = {}
+    for rc, inv in data['inventories'].items():
+        inventories[rc] = model.Inventory(
+            total=inv['total'],
+            reserved=inv.get('reserved', 0),
+            allocation_ratio=float(inv.get('allocation_ratio', 1.0)),
+            min_unit=inv.get('min_unit', 1),
+            max_unit=inv.get('max_unit', inv['total']),
+            step_size=inv.get('step_size', 1))
+        if inventories[rc].reserved > inv['total']:
+            raise validation.ValidationError(
+                '%s.inventories.%s.reserved' % (path, rc),
+                'must not exceed total (%d > %d)' % (inv['reserved'], inv['total']))
+    return model.Hypervisor(
+        name=data['name'],
+        host=data.get('host') or data['name'],
+        uuid=data.get('uuid', ''),
+        availability_zone=data.get('availability_zone') or '',
+        aggregates=tuple(
+            model.Aggregate(a['name'], model.frozen_mapping(a.get('metadata')))
+            for a in data.get('aggregates', ())),
+        service=model.Service(
+            status=service.get('status', 'enabled'),
+            state=service.get('state', 'up'),
+            forced_down=service.get('forced_down', False),
+            disabled_reason=service.get('disabled_reason') or ''),
+        inventories=model.frozen_mapping(inventories),
+        usages=model.frozen_mapping(data.get('usages')),
+        cpu_arch=cpu.get('arch') or '',
+        cpu_model=cpu.get('model') or '',
+        cpu_features=frozenset(cpu.get('features', ())),
+        traits=frozenset(data.get('traits', ())),
+        metrics=model.HostMetrics(**metrics) if metrics else None,
+    )
+
+
+def _fill_usages(hypervisors, servers, raw):
+    """Hypervisors without recorded usages get the sum of their servers'."""
+    if all('usages' in h for h in raw):
+        return hypervisors
+    totals = {}
+    for server in servers:
+        host = totals.setdefault(server.hypervisor, {})
+        for rc, amount in server.resources.items():
+            host[rc] = host.get(rc, 0) + amount
+    return tuple(
+        hyp if 'usages' in data else
+        dataclasses.replace(hyp, usages=model.frozen_mapping(totals.get(hyp.name)))
+        for hyp, data in zip(hypervisors, raw))
+
+
+def _server(data):
+    raw_flavor = data['flavor']
+    flavor = model.Flavor(
+        name=raw_flavor.get('name') or raw_flavor.get('original_name') or '',
+        vcpus=raw_flavor['vcpus'],
+        ram=raw_flavor['ram'],
+        disk=raw_flavor.get('disk', 0),
+        ephemeral=raw_flavor.get('ephemeral', 0),
+        swap=raw_flavor.get('swap', 0),
+        extra_specs=model.frozen_mapping(raw_flavor.get('extra_specs')))
+    bfv = data.get('boot_from_volume', False)
+    resources_ = data.get('resources')
+    if resources_ is None:
+        resources_ = flavor_resources(flavor, bfv)
+    usage = data.get('usage') or {}
+    return model.Server(
+        id=data['id'],
+        name=data.get('name') or '',
+        hypervisor=data['hypervisor'],
+        project_id=data.get('project_id') or '',
+        status=data.get('status', 'ACTIVE'),
+        task_state=data.get('task_state'),
+        locked=data.get('locked', False),
+        flavor=flavor,
+        boot_from_volume=bfv,
+        server_groups=tuple(data.get('server_groups', ())),
+        metadata=model.frozen_mapping(data.get('metadata')),
+        tags=tuple(data.get('tags', ())),
+        pinned_availability_zone=data.get('pinned_availability_zone') or '',
+        resources=model.frozen_mapping(resources_),
+        blockers=tuple(data.get('blockers', ())),
+        usage=model.ServerUsage(**usage),
+    )
+
+
+def _server_group(data):
+    return model.ServerGroup(
+        id=data['id'],
+        name=data.get('name') or '',
+        policy=data['policy'],
+        members=tuple(data['members']),
+        max_server_per_host=data.get('rules', {}).get('max_server_per_host'),
+        project_id=data.get('project_id') or '')
+
+
+def _migration(data, path):
+    def when(key):
+        value = data.get(key)
+        return parse_time(value, '%s.%s' % (path, key)) if value else None
+
+    return model.Migration(
+        id=str(data.get('uuid') or data.get('id') or ''),
+        server_id=data['server_id'],
+        status=data['status'],
+        migration_type=data.get('migration_type') or 'live-migration',
+        source_compute=data.get('source_compute') or '',
+        dest_compute=data.get('dest_compute') or '',
+        created_at=when('created_at'),
+        updated_at=when('updated_at'),
+    )
+
+
+def to_document(snap):
+    """The JSON document (format 1) of a Snapshot; parse() reads it back."""
+    return {
+        'format': FORMAT,
+        'taken_at': format_time(snap.taken_at),
+        'source': dict(snap.source),
+        'hypervisors': [_hypervisor_doc(h) for h in snap.hypervisors],
+        'servers': [_server_doc(s) for s in snap.servers],
+        'server_groups': [_group_doc(g) for g in snap.server_groups],
+        'migrations': [_migration_doc(m) for m in snap.migrations],
+    }
+
+
+def _hypervisor_doc(h):
+    doc = {
+        'name': h.name,
+        'host': h.host,
+        'uuid': h.uuid,
+        'availability_zone': h.availability_zone,
+        'aggregates': [{'name': a.name, 'metadata': dict(a.metadata)}
+                       for a in h.aggregates],
+        'service': {'status': h.service.status, 'state': h.service.state,
+                    'forced_down': h.service.forced_down,
+                    'disabled_reason': h.service.disabled_reason or None},
+        'inventories': {
+            rc: {'total': i.total, 'reserved': i.reserved,
+                 'allocation_ratio': i.allocation_ratio,
+                 'min_unit': i.min_unit, 'max_unit': i.max_unit,
+                 'step_size': i.step_size}
+            for rc, i in h.inventories.items()},
+        'usages': dict(h.usages),
+        'cpu': {'arch': h.cpu_arch, 'model': h.cpu_model,
+                'features': sorted(h.cpu_features)},
+        'traits': sorted(h.traits),
+        'metrics': None,
+    }
+    if h.metrics is not None:
+        doc['metrics'] = {k: v for k, v in vars(h.metrics).items()
+                          if v is not None}
+    return doc
+
+
+def _server_doc(s):
+    f = s.flavor
+    doc = {
+        'id': s.id, 'name': s.name, 'project_id': s.project_id,
+        'hypervisor': s.hypervisor, 'status': s.status,
+        'task_state': s.task_state, 'locked': s.locked,
+        'flavor': {'name': f.name, 'vcpus': f.vcpus, 'ram': f.ram,
+                   'disk': f.disk, 'ephemeral': f.ephemeral, 'swap': f.swap,
+                   'extra_specs': dict(f.extra_specs)},
+        'boot_from_volume': s.boot_from_volume,
+        'server_groups': list(s.server_groups),
+        'metadata': dict(s.metadata), 'tags': list(s.tags),
+        'pinned_availability_zone': s.pinned_availability_zone or None,
+        'resources': dict(s.resources),
+        'blockers': list(s.blockers),
+        'usage': None,
+    }
+    usage = {k: v for k, v in vars(s.usage).items() if v is not None}
+    if usage:
+        doc['usage'] = usage
+    return doc
+
+
+def _group_doc(g):
+    doc = {'id': g.id, 'name': g.name, 'project_id': g.project_id,
+           'policy': g.policy, 'members': list(g.members), 'rules': {}}
+    if g.max_server_per_host is not None:
+        doc['rules']['max_server_per_host'] = g.max_server_per_host
+    return doc
+
+
+def _migration_doc(m):
+    return {
+        'id': m.id or None, 'server_id': m.server_id, 'status': m.status,
+        'migration_type': m.migration_type,
+        'source_compute': m.source_compute, 'dest_compute': m.dest_compute,
+        'created_at': format_time(m.created_at) if m.created_at else None,
+        'updated_at': format_time(m.updated_at) if m.updated_at else None,
+    }

@@ -1,0 +1,69 @@
+"""A cloud state derived from a snapshot plus the moves planned so far.
+
+The snapshot is frozen; ``State`` is an overlay holding only what moves
+change: where servers are, each hypervisor's Placement usage and load. Filters
+read a State, the planner applies moves to it, and a fresh State per check
+lets tests replay a plan move by move.
+"""
+
+import collections
+
+from osc_leveller.core import scoring
+
+
+class State:
+    def __init__(self, snapshot, load_model):
+        self.snapshot = snapshot
+        self.load_model = load_model
+        self._host_of = {}
+        self._usage = {}  # hypervisor -> Counter, copied on first write
+        self._load = {name: [h.cpu_load, h.ram_load]
+                      for name, h in load_model.hosts.items()}
+        self.moved = set()
+
+    def host_of(self, server_id):
+        moved = self._host_of.get(server_id)
+        return moved if moved is not None else \
+            self.snapshot.server(server_id).hypervisor
+
+    def usage(self, hypervisor_name, resource_class):
+        usage = self._usage.get(hypervisor_name)
+        if usage is not None:
+            return usage[resource_class]
+        return self.snapshot.hypervisor(hypervisor_name).usage(resource_class)
+
+    def score(self, hypervisor_name):
+        cpu, ram = self._load[hypervisor_name]
+        return self.load_model.score(hypervisor_name, cpu, ram)
+
+    def dimensions(self, hypervisor_name):
+        cpu, ram = self._load[hypervisor_name]
+        return self.load_model.dimensions(hypervisor_name, cpu, ram)
+
+    def servers_on(self, hypervisor_name):
+        """Server ids on a hypervisor now (a scan: not for hot loops)."""
+        return [s.id for s in self.snapshot.servers
+                if self.host_of(s.id) == hypervisor_name]
+
+    def apply(self, server_id, destination):
+        """Record a live migration of the server to the destination."""
+        server = self.snapshot.server(server_id)
+        source = self.host_of(server_id)
+        for name, sign in ((source, -1), (destination, 1)):
+            usage = self._usage.get(name)
+            if usage is None:
+                usage = collections.Counter(
+                    self.snapshot.hypervisor(name).usages)
+                self._usage[name] = usage
+            for rc, amount in server.resources.items():
+                usage[rc] += sign * amount
+            cpu, ram = self.load_model.amounts(server_id, name)
+            load = self._load[name]
+            load[0] += sign * cpu
+            load[1] += sign * ram
+        self._host_of[server_id] = destination
+        self.moved.add(server_id)
+
+
+def new_state(snapshot, weights=None):
+    return State(snapshot, scoring.LoadModel(snapshot, weights))

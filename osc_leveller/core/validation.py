@@ -1,0 +1,120 @@
+"""Validate JSON documents against the JSON Schemas shipped in the package.
+
+core/ stays on the standard library, so this checks the subset of JSON Schema
+(draft 2020-12) that our schemas use, and names the bad field in every error:
+``hypervisors[3].inventories.VCPU.allocation_ratio: must be > 0 (got -1)``.
+The unit tests check that the real ``jsonschema`` agrees with it.
+"""
+
+import json
+import re
+from importlib import resources
+
+_TYPES = {
+    'object': lambda v: isinstance(v, dict),
+    'array': lambda v: isinstance(v, list),
+    'string': lambda v: isinstance(v, str),
+    'integer': lambda v: isinstance(v, int) and not isinstance(v, bool),
+    'number': lambda v: (isinstance(v, (int, float))
+                         and not isinstance(v, bool)),
+    'boolean': lambda v: isinstance(v, bool),
+    'null': lambda v: v is None,
+}
+
+
+class ValidationError(ValueError):
+    """A document does not match its schema; str() names the field."""
+
+    def __init__(self, path, message):
+        self.path = path
+        self.message = message
+        super().__init__('%s: %s' % (path or '(top level)', message))
+
+
+def load_schema(name):
+    """A schema shipped in osc_leveller/data, e.g. 'snapshot-v1'."""
+    text = resources.files('osc_leveller.data').joinpath(
+        name + '.schema.json').read_text(encoding='utf-8')
+    return json.loads(text)
+
+
+def validate(document, schema):
+    """Raise ValidationError for the first mismatch, depth first."""
+    _check(document, schema, schema, '')
+
+
+def _join(path, key):
+    if isinstance(key, int):
+        return '%s[%d]' % (path, key)
+    return '%s.%s' % (path, key) if path else key
+
+
+def _short(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + '...'
+
+
+def _check(value, schema, root, path):
+    if '$ref' in schema:
+        ref = schema['$ref']
+        target = root
+        for part in ref.lstrip('#/').split('/'):
+            target = target[part]
+        _check(value, target, root, path)
+    if 'type' in schema:
+        types = schema['type']
+        types = [types] if isinstance(types, str) else types
+        if not any(_TYPES[t](value) for t in types):
+            raise ValidationError(path, 'must be %s (got %s)' % (
+                ' or '.join(types), _short(value)))
+    if 'const' in schema and value != schema['const']:
+        raise ValidationError(path, 'must be %s (got %s)' % (
+            _short(schema['const']), _short(value)))
+    if 'enum' in schema and value not in schema['enum']:
+        raise ValidationError(path, 'must be one of %s (got %s)' % (
+            ', '.join(_short(v) for v in schema['enum']), _short(value)))
+    if _TYPES['number'](value):
+        _check_number(value, schema, path)
+    if isinstance(value, str):
+        if len(value) < schema.get('minLength', 0):
+            raise ValidationError(path, 'must not be empty')
+        if 'pattern' in schema and not re.search(schema['pattern'], value):
+            raise ValidationError(path, 'must match %s (got %s)' % (
+                schema['pattern'], _short(value)))
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if 'items' in schema:
+                _check(item, schema['items'], root, _join(path, index))
+    if isinstance(value, dict):
+        _check_object(value, schema, root, path)
+
+
+def _check_number(value, schema, path):
+    if 'minimum' in schema and value < schema['minimum']:
+        raise ValidationError(path, 'must be >= %s (got %s)' % (
+            schema['minimum'], value))
+    if 'exclusiveMinimum' in schema and value <= schema['exclusiveMinimum']:
+        raise ValidationError(path, 'must be > %s (got %s)' % (
+            schema['exclusiveMinimum'], value))
+    if 'maximum' in schema and value > schema['maximum']:
+        raise ValidationError(path, 'must be <= %s (got %s)' % (
+            schema['maximum'], value))
+
+
+def _check_object(value, schema, root, path):
+    for name in schema.get('required', ()):
+        if name not in value:
+            raise ValidationError(_join(path, name), 'is required')
+    properties = schema.get('properties', {})
+    extra = schema.get('additionalProperties', True)
+    names = schema.get('propertyNames')
+    for key, item in value.items():
+        item_path = _join(path, key)
+        if names is not None:
+            _check(key, names, root, item_path)
+        if key in properties:
+            _check(item, properties[key], root, item_path)
+        elif extra is False:
+            raise ValidationError(item_path, 'is not a known field')
+        elif isinstance(extra, dict):
+            _check(item, extra, root, item_path)

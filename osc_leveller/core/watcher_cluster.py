@@ -1,0 +1,87 @@
+"""Import the cluster JSON of the Watcher baseline harness as a snapshot.
+
+The harness (shared/bench/watcher_baseline) runs Watcher's strategies on a small
+cluster file; reading the same file lets both planners be compared side by
+side. Host load is computed the way the harness computes it:
+``cpu = sum(cpu_util * vcpus) / host vcpus`` and
+``ram = sum(mem_util * memory_mb) / host memory_mb``.
+"""
+
+import uuid
+
+from osc_leveller.core import validation
+
+_NAMESPACE = uuid.NAMESPACE_DNS
+
+
+def looks_like(document):
+    hypervisors = document.get('hypervisors')
+    return (isinstance(hypervisors, list) and isinstance(
+        document.get('servers'), list) and bool(hypervisors) and all(
+        isinstance(h, dict) and 'vcpus' in h for h in hypervisors))
+
+
+def to_snapshot_document(cluster, origin):
+    """A snapshot document without its "format"; ValidationError if bad."""
+    validation.validate(cluster, validation.load_schema('watcher-cluster'))
+    names = {h['name'] for h in cluster['hypervisors']}
+    load = {name: [0.0, 0.0] for name in names}
+    servers = []
+    for index, s in enumerate(cluster['servers']):
+        if s['host'] not in names:
+            raise validation.ValidationError(
+                'servers[%d].host' % index, 'unknown hypervisor %r' % s['host'])
+        cpu, ram = s.get('cpu_util', 0.0), s.get('mem_util', 0.0)
+        load[s['host']][0] += cpu * s['vcpus']
+        load[s['host']][1] += ram * s['memory_mb']
+        disk = s.get('disk_gb', 0)
+        servers.append({
+            'id': s['id'],
+            'name': s.get('name') or s['id'],
+            'project_id': s.get('project_id') or '',
+            'hypervisor': s['host'],
+            'host': s['host'],
+            'status': s.get('status', 'ACTIVE'),
+            'flavor': {'vcpus': s['vcpus'], 'ram': s['memory_mb'],
+                       'disk': disk},
+            'boot_from_volume': False,
+            'metadata': dict(s.get('metadata') or {}),
+            'usage': {'cpu': cpu, 'ram': ram},
+        })
+    return {
+        'taken_at': '1970-01-01T00:00:00Z',
+        'source': {'kind': 'watcher-cluster', 'description': origin},
+        'hypervisors': [_hypervisor(h, load[h['name']])
+                        for h in cluster['hypervisors']],
+        'servers': servers,
+    }
+
+
+def _hypervisor(h, load):
+    inventories = {
+        'VCPU': {'total': h['vcpus'],
+                 'reserved': h.get('reserved_vcpus', 0),
+                 'allocation_ratio': h.get('cpu_ratio', 1.0)},
+        'MEMORY_MB': {'total': h['memory_mb'],
+                      'reserved': h.get('reserved_memory_mb', 0),
+                      'allocation_ratio': h.get('ram_ratio', 1.0)},
+    }
+    if h.get('disk_gb'):
+        inventories['DISK_GB'] = {
+            'total': h['disk_gb'],
+            'allocation_ratio': h.get('disk_ratio', 1.0)}
+    model = h.get('cpu_model') or ''
+    return {
+        'name': h['name'],
+        'host': h['name'],
+        'uuid': h.get('uuid') or str(uuid.uuid5(_NAMESPACE, h['name'])),
+        'availability_zone': h.get('az') or '',
+        'service': {'status': h.get('status', 'enabled'),
+                    'state': h.get('state', 'up'),
+                    'disabled_reason': h.get('disabled_reason')},
+        'inventories': inventories,
+        'cpu': {'model': model},
+        # Demand past the hardware is clamped: a host cannot be busier than 100 %.
+        'metrics': {'cpu': min(1.0, load[0] / h['vcpus']),
+                    'ram': min(1.0, load[1] / h['memory_mb'])},
+    }
