@@ -201,21 +201,23 @@ class Planner:
         domain.update(dst_before, dst_after)
         wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
         last_wave[src] = last_wave[dst] = wave
-        why_source = ('%s is the hottest hypervisor in %s' % (src, domain.name)
-                      if hottest == src else
-                      '%s is above the %s mean' % (src, domain.name))
-        reason = ('%s (score %.2f, mean %.2f); moving %s (%s) takes it to '
-                  '%.2f. %s has the best gain per GiB moved among the '
-                  'hypervisors that accept it (%.2f -> %.2f)' % (
-                      why_source, src_before, mean, server.label,
-                      _describe(server, self.model), src_after, dst,
+        why = ('hottest in %s' % domain.name if hottest == src
+               else 'above the mean of %s' % domain.name)
+        dest_host = self.snapshot.hypervisor(dst).host
+        reason = ('%s: score %.2f, domain mean %.2f; moving %s (%s) takes it '
+                  'to %.2f; %s goes %.2f -> %.2f, the best gain per GiB moved '
+                  'among hypervisors that accept it' % (
+                      why, src_before, mean, server.label,
+                      _describe(server, self.model), src_after, dest_host,
                       dst_before, dst_after))
         if best['refused'] is not None:
-            reason += '; %s was refused: %s' % best['refused']
+            refused, why_refused = best['refused']
+            reason += ' (%s refused: %s)' % (
+                self.snapshot.hypervisor(refused).host, why_refused)
         return plan_mod.Move(
             server_id=sid, server_name=server.name, source=src,
             destination=dst,
-            destination_host=self.snapshot.hypervisor(dst).host,
+            destination_host=dest_host,
             wave=wave, domain=domain.name, ram_gb=server.ram_gb,
             gain=best['gain'], source_score=(src_before, src_after),
             destination_score=(dst_before, dst_after),

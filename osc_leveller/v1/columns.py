@@ -1,0 +1,53 @@
+"""Table cells that read well to people and stay plain data in JSON."""
+
+from cliff import columns
+
+BAR_WIDTH = 10
+
+
+class ScoreColumn(columns.FormattableColumn):
+    """A score 0..1: '0.57 █████▋    ' in a table, 0.57 in JSON."""
+
+    def human_readable(self):
+        value = self._value
+        if value is None:
+            return ''
+        eighths = round(max(0.0, min(1.0, value)) * BAR_WIDTH * 8)
+        full, part = divmod(eighths, 8)
+        bar = '█' * full + (' ▏▎▍▌▋▊▉'[part] if part else '')
+        return '%.2f %s' % (value, bar.ljust(BAR_WIDTH))
+
+    def machine_readable(self):
+        return None if self._value is None else round(self._value, 4)
+
+
+class UsageColumn(columns.FormattableColumn):
+    """(used, capacity): '120 / 256' in a table, an object in JSON."""
+
+    def human_readable(self):
+        used, capacity = self._value
+        return '%s / %s' % (_number(used), _number(capacity))
+
+    def machine_readable(self):
+        used, capacity = self._value
+        return {'used': used, 'capacity': capacity}
+
+
+class BeforeAfterColumn(columns.FormattableColumn):
+    """(before, after): '0.57 -> 0.46' in a table, an object in JSON."""
+
+    def human_readable(self):
+        before, after = self._value
+        return '%.3f -> %.3f' % (before, after)
+
+    def machine_readable(self):
+        before, after = self._value
+        return {'before': round(before, 4), 'after': round(after, 4)}
+
+
+def _number(value):
+    return ('%d' % value) if float(value).is_integer() else ('%.1f' % value)
+
+
+def percent(fraction):
+    return None if fraction is None else round(fraction * 100, 1)

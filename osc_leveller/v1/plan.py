@@ -1,0 +1,97 @@
+"""openstack leveller plan"""
+
+import time
+
+from osc_lib import exceptions
+from osc_lib.command import command
+
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import planner
+from osc_leveller.v1 import columns
+from osc_leveller.v1 import common
+
+MOVE_COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Wave', 'Gain',
+                'Reason')
+LONG_COLUMNS = ('Server ID', 'Domain', 'RAM (GiB)', 'Source Score',
+                'Destination Score', 'Imbalance')
+EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
+
+
+class PlanLeveller(command.Lister):
+    """Plan live migrations that even out hypervisor load, each explained"""
+
+    auth_required = False  # a snapshot needs no cloud; live reads log in
+    need_sort_by_cliff = False  # rows are in execution order
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        common.add_planner_options(parser)
+        common.add_long_option(parser)
+        parser.add_argument(
+            '--output-file', metavar='<file>',
+            help='Save the plan (format osc-leveller-plan/1) for '
+                 '"openstack leveller apply"')
+        parser.add_argument(
+            '--explain', metavar='<server>',
+            help='Instead of planning, show for one server (name or ID) why '
+                 'each hypervisor would accept or reject it')
+        return parser
+
+    def take_action(self, parsed_args):
+        snapshot = common.load_snapshot(parsed_args)
+        options = common.planner_options(parsed_args, snapshot)
+        if parsed_args.explain:
+            return self._explain(snapshot, options, parsed_args.explain)
+        started = time.monotonic()
+        plan = planner.make_plan(snapshot, options)
+        elapsed = time.monotonic() - started
+        if parsed_args.output_file:
+            try:
+                plan_mod.write(plan, parsed_args.output_file)
+            except OSError as exc:
+                raise exceptions.CommandError(
+                    'cannot write plan file %s: %s' % (
+                        parsed_args.output_file, exc)) from exc
+        say = common.StderrWriter(self.app)
+        say(_summary(plan, elapsed, parsed_args.output_file))
+        names = MOVE_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
+        return names, [_row(i, m, parsed_args.long)
+                       for i, m in enumerate(plan.moves, start=1)]
+
+    def _explain(self, snapshot, options, ref):
+        server = snapshot.find_server(ref)
+        if server is None:
+            raise exceptions.CommandError(
+                '--explain %s: no such server in the snapshot (or the name '
+                'is not unique: use the ID)' % ref)
+        refusal, rows = planner.Planner(snapshot, options).explain(server)
+        say = common.StderrWriter(self.app)
+        say('%s (%s) on %s: %s' % (
+            server.label, server.id, server.hypervisor,
+            'cannot move: ' + refusal if refusal else 'may move'))
+        return EXPLAIN_COLUMNS, [
+            (name, domain, columns.ScoreColumn(score), verdict, reason)
+            for name, domain, score, verdict, reason in rows]
+
+
+def _row(index, move, long):
+    row = (index, move.server_name or move.server_id, move.source,
+           move.destination, move.wave, round(move.gain, 5), move.reason)
+    if long:
+        row += (move.server_id, move.domain, round(move.ram_gb, 1),
+                columns.BeforeAfterColumn(move.source_score),
+                columns.BeforeAfterColumn(move.destination_score),
+                columns.BeforeAfterColumn(move.imbalance))
+    return row
+
+
+def _summary(plan, elapsed, output_file):
+    saved = '; saved to %s' % output_file if output_file else ''
+    if not plan.moves:
+        return 'Nothing to do: %s (imbalance %.3f)%s' % (
+            plan.note, plan.imbalance_before, saved)
+    waves = max(m.wave for m in plan.moves)
+    return ('Plan: %d live migrations in %d waves, %.0f GiB of RAM; '
+            'imbalance %.3f -> %.3f; planned in %.2f s%s' % (
+                len(plan.moves), waves, plan.migrated_gb,
+                plan.imbalance_before, plan.imbalance_after, elapsed, saved))

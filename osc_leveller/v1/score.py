@@ -1,0 +1,105 @@
+"""openstack leveller score"""
+
+from osc_lib.command import command
+
+from osc_leveller.core import model
+from osc_leveller.core import scoring
+from osc_leveller.core import state as state_mod
+from osc_leveller.v1 import columns
+from osc_leveller.v1 import common
+
+HOST_COLUMNS = ('Hypervisor', 'Availability Zone', 'Domain', 'vCPU',
+                'RAM (GiB)', 'CPU %', 'RAM %', 'Pressure %', 'Score')
+LONG_COLUMNS = ('Host', 'Status', 'State', 'Servers', 'Load Source',
+                'CPU Pressure %', 'RAM Pressure %')
+DOMAIN_COLUMNS = ('Domain', 'Hypervisors', 'Mean Score', 'Imbalance', 'Gap',
+                  'Hottest', 'Coolest', 'N+1')
+
+
+class ScoreLeveller(command.Lister):
+    """Show the load score of every hypervisor and the imbalance per domain"""
+
+    auth_required = False  # a snapshot needs no cloud; live reads log in
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        common.add_snapshot_option(parser)
+        common.add_weight_option(parser)
+        common.add_long_option(parser)
+        parser.add_argument(
+            '--summary', action='store_true', default=False,
+            help='List one row per balancing domain (AZ x CPU model) with '
+                 'its imbalance and N+1 headroom, instead of one per '
+                 'hypervisor')
+        return parser
+
+    def take_action(self, parsed_args):
+        snapshot = common.load_snapshot(parsed_args)
+        state = state_mod.new_state(snapshot, common.weights(parsed_args))
+        usable = [h for h in snapshot.hypervisors if h.service.usable]
+        domains = {h.name: scoring.domain_of(h) for h in usable}
+        stats = scoring.domain_stats(
+            {h.name: state.score(h.name) for h in usable}, domains)
+        if parsed_args.summary:
+            return DOMAIN_COLUMNS, self._domain_rows(snapshot, stats, domains)
+        say = common.StderrWriter(self.app)
+        for line in _summary_lines(snapshot, state, stats):
+            say(line)
+        names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
+        hottest_first = sorted(snapshot.hypervisors,
+                               key=lambda h: (-state.score(h.name), h.name))
+        return names, [self._host_row(h, state, parsed_args.long)
+                       for h in hottest_first]
+
+    def _host_row(self, hyp, state, long):
+        dims = state.dimensions(hyp.name)
+        cpu_used = state.usage(hyp.name, model.VCPU) + state.usage(
+            hyp.name, model.PCPU)
+        cpu_cap = hyp.capacity(model.VCPU) + hyp.capacity(model.PCPU)
+        pressures = [p for p in (dims['cpu_pressure'], dims['ram_pressure'])
+                     if p is not None]
+        row = (
+            hyp.name, hyp.availability_zone, scoring.domain_of(hyp),
+            columns.UsageColumn((cpu_used, cpu_cap)),
+            columns.UsageColumn((
+                round(state.usage(hyp.name, model.MEMORY_MB) / 1024.0, 1),
+                round(hyp.capacity(model.MEMORY_MB) / 1024.0, 1))),
+            columns.percent(dims['cpu']), columns.percent(dims['ram']),
+            columns.percent(max(pressures)) if pressures else None,
+            columns.ScoreColumn(state.score(hyp.name)),
+        )
+        if long:
+            row += (
+                hyp.host, hyp.service.status, hyp.service.state,
+                len(state.snapshot.servers_on(hyp.name)),
+                state.load_model.hosts[hyp.name].mode,
+                columns.percent(dims['cpu_pressure']),
+                columns.percent(dims['ram_pressure']),
+            )
+        return row
+
+    def _domain_rows(self, snapshot, stats, domains):
+        rows = []
+        for s in stats:
+            members = [snapshot.hypervisor(h) for h, d in domains.items()
+                       if d == s.domain]
+            rows.append((
+                s.domain, s.hosts, columns.ScoreColumn(s.mean),
+                round(s.imbalance, 4), round(s.gap, 4), s.hottest, s.coolest,
+                scoring.n_plus_one(members) or 'yes'))
+        return rows
+
+
+def _summary_lines(snapshot, state, stats):
+    modes = {state.load_model.hosts[h.name].mode for h in snapshot.hypervisors}
+    if scoring.ALLOCATIONS in modes:
+        missing = sum(1 for h in snapshot.hypervisors
+                      if state.load_model.hosts[h.name].mode ==
+                      scoring.ALLOCATIONS)
+        yield ('Load from Placement allocations for %d of %d hypervisors '
+               '(no metrics for them)' % (missing, len(snapshot.hypervisors)))
+    yield 'Imbalance %.3f over %d balancing domains:' % (
+        scoring.pooled_imbalance(stats), len(stats))
+    for s in stats:
+        yield '  %-32s %2d hypervisors  imbalance %.3f  gap %.2f' % (
+            s.domain, s.hosts, s.imbalance, s.gap)
