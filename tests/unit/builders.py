@@ -1,0 +1,74 @@
+"""Small snapshot documents for tests, built in a few readable lines."""
+
+import copy
+
+from osc_leveller.core import snapshot as snapshot_io
+
+TAKEN_AT = '2026-11-20T12:00:00Z'
+
+
+def hypervisor(name, az='az1', model='Gen1', vcpus=32, ram_gb=128,
+               cpu=None, ram=None, cpu_ratio=4.0, ram_ratio=1.0,
+               reserved_mb=0, status='enabled', state='up', cpu_info=None,
+               **extra):
+    doc = {
+        'name': name,
+        'host': name,
+        'availability_zone': az,
+        'service': {'status': status, 'state': state},
+        'inventories': {
+            'VCPU': {'total': vcpus, 'allocation_ratio': cpu_ratio},
+            'MEMORY_MB': {'total': ram_gb * 1024, 'reserved': reserved_mb,
+                          'allocation_ratio': ram_ratio},
+            'DISK_GB': {'total': 2000},
+        },
+        'cpu': cpu_info or {'arch': 'x86_64', 'model': model,
+                            'features': []},
+    }
+    if cpu is not None:
+        doc['metrics'] = {'cpu': cpu, 'ram': ram if ram is not None else cpu}
+    doc.update(extra)
+    return doc
+
+
+def server(name, host, vcpus=2, ram_gb=4, cpu=None, ram=None, **extra):
+    doc = {
+        'id': 'id-' + name,
+        'name': name,
+        'project_id': extra.pop('project_id', 'p1'),
+        'hypervisor': host,
+        'status': 'ACTIVE',
+        'flavor': {'name': 'f%dx%d' % (vcpus, ram_gb), 'vcpus': vcpus,
+                   'ram': ram_gb * 1024, 'disk': 10},
+    }
+    if cpu is not None:
+        doc['usage'] = {'cpu': cpu, 'ram': ram if ram is not None else cpu}
+    doc.update(extra)
+    return doc
+
+
+def document(hypervisors, servers, groups=(), migrations=()):
+    return {
+        'format': snapshot_io.FORMAT,
+        'taken_at': TAKEN_AT,
+        'source': {'kind': 'test'},
+        'hypervisors': list(hypervisors),
+        'servers': list(servers),
+        'server_groups': list(groups),
+        'migrations': list(migrations),
+    }
+
+
+def snapshot(hypervisors, servers, groups=(), migrations=()):
+    return snapshot_io.parse(copy.deepcopy(
+        document(hypervisors, servers, groups, migrations)))
+
+
+def three_hosts(hot_servers=6, cool_servers=1):
+    """hv1 busy, hv2 and hv3 nearly idle; all in one domain."""
+    hyps = [hypervisor('hv%d' % i) for i in (1, 2, 3)]
+    servers = [server('hot%d' % i, 'hv1', vcpus=4, ram_gb=16)
+               for i in range(hot_servers)]
+    servers += [server('cool%d-%d' % (h, i), 'hv%d' % h, vcpus=4, ram_gb=16)
+                for h in (2, 3) for i in range(cool_servers)]
+    return hyps, servers

@@ -1,0 +1,277 @@
+import unittest
+
+from osc_leveller.core import filters
+from osc_leveller.core import options as opts
+from osc_leveller.core import state as state_mod
+from tests.unit import builders as b
+
+
+def check(hyps, servers, server_name, dest, groups=(), migrations=(),
+          **options):
+    snap = b.snapshot(hyps, servers, groups, migrations)
+    rules = filters.Rules(snap, opts.PlannerOptions(**options))
+    server = snap.find_server(server_name)
+    state = state_mod.new_state(snap)
+    return filters.why_not(server, snap.hypervisor(dest), state, rules)
+
+
+def pair(**dest_extra):
+    """hv1 hosting s1, an empty hv2 configured by dest_extra."""
+    return [b.hypervisor('hv1'), b.hypervisor('hv2', **dest_extra)]
+
+
+class TestServerFilters(unittest.TestCase):
+    def reason(self, server_extra=None, migrations=(), **options):
+        servers = [b.server('s1', 'hv1', **(server_extra or {}))]
+        return check(pair(), servers, 's1', 'hv2', migrations=migrations,
+                     **options)
+
+    def test_movable_server_passes(self):
+        self.assertIsNone(self.reason())
+
+    def test_paused_server_passes(self):
+        self.assertIsNone(self.reason({'status': 'PAUSED'}))
+
+    def test_shutoff_rejected(self):
+        self.assertIn('status SHUTOFF', self.reason({'status': 'SHUTOFF'}))
+
+    def test_task_state_rejected(self):
+        self.assertIn('task_state image_snapshot',
+                      self.reason({'task_state': 'image_snapshot'}))
+
+    def test_locked_rejected_unless_included(self):
+        self.assertIn('locked', self.reason({'locked': True}))
+        self.assertIsNone(self.reason({'locked': True}, include_locked=True))
+
+    def test_migration_in_flight_rejected(self):
+        mig = {'server_id': 'id-s1', 'status': 'running',
+               'migration_type': 'live-migration'}
+        self.assertIn('already in progress (status running)',
+                      self.reason(migrations=[mig]))
+
+    def test_blocker_rejected(self):
+        self.assertIn('cannot live-migrate: PCI device',
+                      self.reason({'blockers': ['PCI device']}))
+
+    def test_opt_out_by_metadata_or_tag(self):
+        self.assertIn('opted out', self.reason(
+            {'metadata': {'leveller:exclude': 'true'}}))
+        self.assertIn('opted out', self.reason({'tags': ['leveller:exclude']}))
+        self.assertIsNone(self.reason(
+            {'metadata': {'leveller:exclude': 'false'}}))
+
+    def test_project_filters(self):
+        self.assertIn('project p1 is excluded', self.reason(
+            exclude_projects=frozenset(['p1'])))
+        self.assertIn('not among the selected projects', self.reason(
+            projects=frozenset(['p2'])))
+        self.assertIsNone(self.reason(projects=frozenset(['p1'])))
+
+    def test_cooldown_from_migration_history(self):
+        recent = {'server_id': 'id-s1', 'status': 'completed',
+                  'updated_at': '2026-11-20T10:00:00Z'}
+        self.assertIn('migrated 2.0 h ago, inside the 6 h cooldown',
+                      self.reason(migrations=[recent]))
+        self.assertIsNone(self.reason(migrations=[recent], cooldown_hours=1))
+        failed = dict(recent, status='error')
+        self.assertIsNone(self.reason(migrations=[failed]))
+
+    def test_source_out_of_scope(self):
+        servers = [b.server('s1', 'hv1')]
+        hyps = [b.hypervisor('hv1', status='disabled'), b.hypervisor('hv2')]
+        self.assertIn('hv1 is disabled: plan balances, it does not drain',
+                      check(hyps, servers, 's1', 'hv2'))
+        self.assertIn('hv1 is excluded', check(
+            pair(), servers, 's1', 'hv2', exclude_hosts=frozenset(['hv1'])))
+        self.assertIn('outside the selected availability zones', check(
+            pair(), servers, 's1', 'hv2',
+            availability_zones=frozenset(['az9'])))
+
+
+class TestDestinationFilters(unittest.TestCase):
+    def reason(self, dest_extra=None, server_extra=None, **options):
+        servers = [b.server('s1', 'hv1', **(server_extra or {}))]
+        return check(pair(**(dest_extra or {})), servers, 's1', 'hv2',
+                     **options)
+
+    def test_current_hypervisor_rejected(self):
+        servers = [b.server('s1', 'hv1')]
+        self.assertIn('current hypervisor', check(pair(), servers, 's1',
+                                                  'hv1'))
+
+    def test_excluded_host(self):
+        self.assertEqual('excluded by --exclude-host', self.reason(
+            exclude_hosts=frozenset(['hv2'])))
+
+    def test_service_state(self):
+        self.assertEqual('compute service is disabled (repair)', self.reason(
+            {'service': {'status': 'disabled',
+                         'disabled_reason': 'repair'}}))
+        self.assertEqual('compute service is down', self.reason(
+            {'state': 'down'}))
+        self.assertEqual('compute service is forced down', self.reason(
+            {'service': {'forced_down': True}}))
+
+    def test_availability_zone(self):
+        self.assertIn('availability zone az2 differs from the server\'s az1',
+                      self.reason({'az': 'az2'}))
+
+    def test_pinned_availability_zone(self):
+        hyps = [b.hypervisor('hv1', az='az1'), b.hypervisor('hv2', az='az1')]
+        servers = [b.server('s1', 'hv1', pinned_availability_zone='az3')]
+        self.assertIn('pinned to availability zone az3',
+                      check(hyps, servers, 's1', 'hv2'))
+
+    def test_cpu_model(self):
+        self.assertIn('CPU model Gen2 differs from the server\'s Gen1',
+                      self.reason({'model': 'Gen2'}))
+
+    def test_cpu_architecture(self):
+        self.assertIn('CPU architecture aarch64 differs from x86_64',
+                      self.reason({'cpu_info': {'arch': 'aarch64',
+                                                'model': 'Gen1'}}))
+
+    def test_cpu_features(self):
+        hyps = [b.hypervisor('hv1', cpu_info={'arch': 'x86_64', 'model': 'A',
+                                         'features': ['avx2', 'avx512f']}),
+                b.hypervisor('hv2', cpu_info={'arch': 'x86_64', 'model': 'B',
+                                         'features': ['avx2']}),
+                b.hypervisor('hv3', cpu_info={'arch': 'x86_64', 'model': 'C',
+                                         'features': ['avx2', 'avx512f',
+                                                      'vaes']})]
+        servers = [b.server('s1', 'hv1')]
+        features = {'cpu_compatibility': opts.CPU_FEATURES}
+        self.assertIn('lacks CPU features of hv1: avx512f',
+                      check(hyps, servers, 's1', 'hv2', **features))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv3', **features))
+        self.assertIn('CPU model C differs', check(hyps, servers, 's1', 'hv3'))
+
+    def test_aggregate_extra_specs(self):
+        specs = {'aggregate_instance_extra_specs:ssd': 'true'}
+        flavor = {'name': 'db', 'vcpus': 2, 'ram': 4096,
+                  'extra_specs': specs}
+        hyps = [b.hypervisor('hv1', aggregates=[
+                    {'name': 'fast', 'metadata': {'ssd': 'true'}}]),
+                b.hypervisor('hv2'),
+                b.hypervisor('hv3', aggregates=[
+                    {'name': 'fast2', 'metadata': {'ssd': 'true,nvme'}}])]
+        servers = [b.server('s1', 'hv1', flavor=flavor)]
+        self.assertIn('flavor wants aggregate metadata ssd=true, hypervisor '
+                      'offers none', check(hyps, servers, 's1', 'hv2'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv3'))
+
+    def test_scoped_specs_of_other_filters_are_ignored(self):
+        flavor = {'vcpus': 2, 'ram': 4096,
+                  'extra_specs': {'hw:mem_page_size': 'large'}}
+        self.assertIsNone(self.reason(server_extra={'flavor': flavor}))
+
+    def test_tenant_isolation(self):
+        agg = [{'name': 'finance', 'metadata': {'filter_tenant_id': 'p9'}}]
+        self.assertEqual('aggregate finance is reserved for other projects',
+                         self.reason({'aggregates': agg}))
+        self.assertIsNone(self.reason({'aggregates': agg},
+                                      {'project_id': 'p9'}))
+
+    def test_traits(self):
+        flavor = {'name': 'nvme', 'vcpus': 2, 'ram': 4096,
+                  'extra_specs': {'trait:CUSTOM_NVME': 'required'}}
+        self.assertIn('lacks trait CUSTOM_NVME', self.reason(
+            server_extra={'flavor': flavor}))
+        self.assertIsNone(self.reason({'traits': ['CUSTOM_NVME']},
+                                      {'flavor': flavor}))
+        flavor['extra_specs'] = {'trait:CUSTOM_SLOW': 'forbidden'}
+        self.assertIn('has trait CUSTOM_SLOW forbidden', self.reason(
+            {'traits': ['CUSTOM_SLOW']}, {'flavor': flavor}))
+
+    def test_capacity_full(self):
+        servers = [b.server('s1', 'hv1', ram_gb=64),
+                   b.server('big', 'hv2', ram_gb=100)]
+        reason = check(pair(), servers, 's1', 'hv2')
+        self.assertIn('MEMORY_MB full: 102400 used + 65536 needed > 131072 '
+                      'capacity ((131072 total - 0 reserved) x 1)', reason)
+
+    def test_capacity_counts_reserved_and_ratio(self):
+        servers = [b.server('s1', 'hv1', ram_gb=64)]
+        self.assertIn('MEMORY_MB full', check(
+            pair(reserved_mb=80 * 1024), servers, 's1', 'hv2'))
+        self.assertIsNone(check(
+            pair(reserved_mb=80 * 1024, ram_ratio=1.5), servers, 's1', 'hv2'))
+
+    def test_capacity_missing_inventory_and_max_unit(self):
+        servers = [b.server('s1', 'hv1', resources={'VCPU': 2,
+                                                    'CUSTOM_FPGA': 1})]
+        self.assertEqual('has no CUSTOM_FPGA inventory',
+                         check(pair(), servers, 's1', 'hv2'))
+        hyps = pair()
+        hyps[1]['inventories']['VCPU']['max_unit'] = 4
+        servers = [b.server('s1', 'hv1', vcpus=8)]
+        self.assertEqual('needs 8 VCPU, above max_unit 4',
+                         check(hyps, servers, 's1', 'hv2'))
+
+    def test_ceiling(self):
+        hyps = [b.hypervisor('hv1', cpu=0.9), b.hypervisor('hv2', cpu=0.8)]
+        servers = [b.server('s1', 'hv1', vcpus=8, ram_gb=32, cpu=1.0)]
+        self.assertIn('above the ceiling 0.85',
+                      check(hyps, servers, 's1', 'hv2'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+
+
+class TestServerGroups(unittest.TestCase):
+    def setUp(self):
+        self.hyps = [b.hypervisor('hv%d' % i) for i in (1, 2, 3)]
+
+    def group(self, policy, members, **rules):
+        return {'id': 'g1', 'name': 'web', 'policy': policy,
+                'members': ['id-' + m for m in members], 'rules': rules}
+
+    def test_anti_affinity(self):
+        servers = [b.server('web1', 'hv1'), b.server('web2', 'hv2')]
+        group = self.group('anti-affinity', ['web1', 'web2'])
+        self.assertEqual('anti-affinity group web: hv2 already hosts web2',
+                         check(self.hyps, servers, 'web1', 'hv2', [group]))
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv3', [group]))
+
+    def test_soft_anti_affinity_is_kept_too(self):
+        servers = [b.server('web1', 'hv1'), b.server('web2', 'hv2')]
+        group = self.group('soft-anti-affinity', ['web1', 'web2'])
+        self.assertIn('soft-anti-affinity group web',
+                      check(self.hyps, servers, 'web1', 'hv2', [group]))
+
+    def test_max_server_per_host(self):
+        servers = [b.server('w1', 'hv1'), b.server('w2', 'hv2'),
+                   b.server('w3', 'hv2')]
+        group = self.group('anti-affinity', ['w1', 'w2'],
+                           max_server_per_host=2)
+        self.assertIsNone(check(self.hyps, servers, 'w1', 'hv2', [group]))
+        group['members'].append('id-w3')
+        self.assertIn('hv2 already hosts w2, w3',
+                      check(self.hyps, servers, 'w1', 'hv2', [group]))
+
+    def test_membership_from_the_server_side(self):
+        servers = [b.server('web1', 'hv1'),
+                   b.server('web2', 'hv2', server_groups=['g1'])]
+        group = self.group('anti-affinity', ['web1'])
+        self.assertIn('hv2 already hosts web2',
+                      check(self.hyps, servers, 'web1', 'hv2', [group]))
+
+    def test_deleted_members_do_not_count(self):
+        servers = [b.server('web1', 'hv1')]
+        group = self.group('anti-affinity', ['web1', 'gone'])
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2', [group]))
+
+    def test_affinity_never_split(self):
+        servers = [b.server('db1', 'hv1'), b.server('db2', 'hv1')]
+        group = self.group('affinity', ['db1', 'db2'])
+        self.assertEqual(
+            'affinity group web: moving it alone would split it from db2',
+            check(self.hyps, servers, 'db1', 'hv2', [group]))
+
+    def test_affinity_may_rejoin(self):
+        servers = [b.server('db1', 'hv1'), b.server('db2', 'hv2')]
+        group = self.group('affinity', ['db1', 'db2'])
+        self.assertIsNone(check(self.hyps, servers, 'db1', 'hv2', [group]))
+
+    def test_lone_affinity_member_moves(self):
+        servers = [b.server('db1', 'hv1')]
+        group = self.group('affinity', ['db1'])
+        self.assertIsNone(check(self.hyps, servers, 'db1', 'hv2', [group]))

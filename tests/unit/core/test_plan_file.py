@@ -1,0 +1,85 @@
+import copy
+import json
+import os
+import tempfile
+import unittest
+
+from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import planner
+from tests.unit import builders as b
+
+
+def make():
+    hyps, servers = b.three_hosts()
+    snap = b.snapshot(hyps, servers)
+    return snap, planner.make_plan(snap, opts.PlannerOptions())
+
+
+class TestPlanFile(unittest.TestCase):
+    def test_round_trip(self):
+        snap, the_plan = make()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'plan.json')
+            plan_mod.write(the_plan, path)
+            with open(path) as f:
+                document = json.load(f)
+            again = plan_mod.read(path)
+        self.assertEqual('osc-leveller-plan/1', document['format'])
+        self.assertEqual(the_plan.moves, again.moves)
+        self.assertEqual(the_plan.fingerprint, again.fingerprint)
+        self.assertAlmostEqual(the_plan.imbalance_after, again.imbalance_after)
+        self.assertEqual(0.05, document['options']['threshold'])
+        self.assertEqual(the_plan.moves[0].destination_host,
+                         document['moves'][0]['destination_host'])
+
+    def test_fingerprint_follows_placement_not_metrics(self):
+        hyps, servers = b.three_hosts()
+        base = plan_mod.fingerprint(b.snapshot(hyps, servers))
+        self.assertEqual(base, plan_mod.fingerprint(b.snapshot(hyps, servers)))
+        measured = copy.deepcopy(hyps)
+        measured[0]['metrics'] = {'cpu': 0.5, 'ram': 0.5}
+        self.assertEqual(base, plan_mod.fingerprint(
+            b.snapshot(measured, servers)))
+        moved = copy.deepcopy(servers)
+        moved[0]['hypervisor'] = 'hv2'
+        self.assertNotEqual(base, plan_mod.fingerprint(
+            b.snapshot(hyps, moved)))
+        disabled = copy.deepcopy(hyps)
+        disabled[2]['service']['status'] = 'disabled'
+        self.assertNotEqual(base, plan_mod.fingerprint(
+            b.snapshot(disabled, servers)))
+
+    def test_bad_plan_files(self):
+        _, the_plan = make()
+        good = plan_mod.to_document(the_plan)
+        with tempfile.TemporaryDirectory() as tmp:
+            def read(content):
+                path = os.path.join(tmp, 'p.json')
+                with open(path, 'w') as f:
+                    f.write(content if isinstance(content, str)
+                            else json.dumps(content))
+                with self.assertRaises(plan_mod.PlanError) as ctx:
+                    plan_mod.read(path)
+                return str(ctx.exception)
+
+            self.assertIn('does not exist', self._missing(tmp))
+            self.assertIn('not valid JSON', read('{'))
+            self.assertIn('is not an osc-leveller plan', read({'moves': []}))
+            bad = copy.deepcopy(good)
+            bad['moves'][0]['wave'] = 0
+            self.assertIn('moves[0].wave: must be >= 1', read(bad))
+            bad = copy.deepcopy(good)
+            del bad['moves'][0]['destination_host']
+            self.assertIn('moves[0].destination_host: is required', read(bad))
+            bad = copy.deepcopy(good)
+            bad['moves'].append(copy.deepcopy(bad['moves'][0]))
+            self.assertIn('is moved twice', read(bad))
+            bad = copy.deepcopy(good)
+            bad['snapshot']['fingerprint'] = 'md5:1'
+            self.assertIn('snapshot.fingerprint: must match', read(bad))
+
+    def _missing(self, tmp):
+        with self.assertRaises(plan_mod.PlanError) as ctx:
+            plan_mod.read(os.path.join(tmp, 'none.json'))
+        return str(ctx.exception)

@@ -1,0 +1,169 @@
+import unittest
+
+from osc_leveller.core import filters
+from osc_leveller.core import options as opts
+from osc_leveller.core import planner
+from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core import state as state_mod
+from tests.unit import builders as b
+
+
+def plan(snap, **options):
+    return planner.make_plan(snap, opts.PlannerOptions(**options))
+
+
+def replay(snap, the_plan, options=None):
+    """Assert each move passes every filter in the state it is applied to."""
+    state = state_mod.new_state(snap, (options or opts.PlannerOptions()).weights)
+    rules = filters.Rules(snap, options or opts.PlannerOptions())
+    for move in the_plan.moves:
+        server = snap.server(move.server_id)
+        assert state.host_of(server.id) == move.source, move
+        reason = filters.why_not(server, snap.hypervisor(move.destination),
+                                 state, rules)
+        assert reason is None, (move, reason)
+        state.apply(server.id, move.destination)
+    return state
+
+
+class TestPlanner(unittest.TestCase):
+    def test_one_hot_host_of_three(self):
+        hyps, servers = b.three_hosts()
+        snap = b.snapshot(hyps, servers)
+        result = plan(snap)
+        self.assertTrue(result.moves)
+        self.assertTrue(all(m.source == 'hv1' for m in result.moves))
+        self.assertEqual({'hv2', 'hv3'},
+                         {m.destination for m in result.moves})
+        self.assertLess(result.imbalance_after, result.imbalance_before / 3)
+        for move in result.moves:
+            self.assertIn('hottest in az1/Gen1', move.reason)
+            self.assertGreater(move.gain, 0)
+            self.assertLess(move.imbalance[1], move.imbalance[0])
+        replay(snap, result)
+
+    def test_never_crosses_an_availability_zone(self):
+        hyps = [b.hypervisor('hv1', az='az1'), b.hypervisor('hv2', az='az1'),
+                b.hypervisor('hv3', az='az2'), b.hypervisor('hv4', az='az2')]
+        servers = [b.server('s%d' % i, 'hv1', vcpus=4, ram_gb=16)
+                   for i in range(6)]
+        servers.append(b.server('t', 'hv3', vcpus=4, ram_gb=16))
+        result = plan(b.snapshot(hyps, servers))
+        self.assertTrue(result.moves)
+        self.assertEqual({'hv2'}, {m.destination for m in result.moves})
+
+    def test_cpu_generations_stay_apart(self):
+        hyps = [b.hypervisor('old1', model='Skylake'),
+                b.hypervisor('new1', model='Icelake'),
+                b.hypervisor('new2', model='Icelake')]
+        servers = [b.server('s%d' % i, 'old1', vcpus=4, ram_gb=16)
+                   for i in range(6)]
+        servers += [b.server('n%d' % i, 'new1', vcpus=4, ram_gb=16)
+                    for i in range(6)]
+        result = plan(b.snapshot(hyps, servers))
+        self.assertEqual({('new1', 'new2')},
+                         {(m.source, m.destination) for m in result.moves})
+
+    def test_anti_affinity_group_respected(self):
+        hyps, servers = b.three_hosts(hot_servers=4, cool_servers=0)
+        servers += [b.server('web1', 'hv1', vcpus=8, ram_gb=32),
+                    b.server('web2', 'hv2', vcpus=1, ram_gb=1),
+                    b.server('web3', 'hv3', vcpus=1, ram_gb=1)]
+        group = {'id': 'g', 'name': 'web', 'policy': 'anti-affinity',
+                 'members': ['id-web1', 'id-web2', 'id-web3']}
+        snap = b.snapshot(hyps, servers, [group])
+        result = plan(snap)
+        self.assertTrue(result.moves)
+        self.assertNotIn('web1', [m.server_name for m in result.moves])
+        replay(snap, result)
+
+    def test_full_destination_forces_another_choice(self):
+        # hv2 is the coolest by CPU but has no RAM left for a 32 GiB server.
+        hyps = [b.hypervisor('hv1', cpu=0.9, ram=0.5),
+                b.hypervisor('hv2', cpu=0.05, ram=0.2),
+                b.hypervisor('hv3', cpu=0.3, ram=0.3)]
+        servers = [b.server('big', 'hv1', vcpus=16, ram_gb=32, cpu=1.0),
+                   b.server('filler', 'hv2', vcpus=1, ram_gb=110, cpu=0.0)]
+        snap = b.snapshot(hyps, servers)
+        result = plan(snap)
+        self.assertEqual(1, len(result.moves))
+        self.assertEqual('hv3', result.moves[0].destination)
+        self.assertIn('hv2 refused: MEMORY_MB full', result.moves[0].reason)
+        replay(snap, result)
+
+    def test_nothing_to_do_below_threshold(self):
+        hyps, servers = b.three_hosts(hot_servers=4, cool_servers=1)
+        snap = b.snapshot(hyps, servers)
+        busy = plan(snap)
+        self.assertTrue(busy.moves)
+        quiet = plan(snap, threshold=busy.imbalance_before + 0.01)
+        self.assertEqual((), quiet.moves)
+        self.assertIn('below the threshold', quiet.note)
+        self.assertEqual(quiet.imbalance_before, quiet.imbalance_after)
+
+    def test_min_gain_and_max_moves(self):
+        hyps, servers = b.three_hosts()
+        snap = b.snapshot(hyps, servers)
+        self.assertEqual(1, len(plan(snap, max_moves=1).moves))
+        self.assertIn('--max-moves is 0', plan(snap, max_moves=0).note)
+        none = plan(snap, min_gain=10)
+        self.assertEqual((), none.moves)
+        self.assertIn('gains at least 10', none.note)
+
+    def test_ceiling_blocks_new_hot_spots(self):
+        hyps = [b.hypervisor('hv1', cpu=1.0), b.hypervisor('hv2', cpu=0.6)]
+        servers = [b.server('s1', 'hv1', vcpus=16, ram_gb=64, cpu=1.0)]
+        self.assertEqual((), plan(b.snapshot(hyps, servers)).moves)
+
+    def test_waves_never_share_a_hypervisor(self):
+        result = plan(snapshot_io.load('demo'), max_moves=40)
+        by_wave = {}
+        for move in result.moves:
+            hosts = by_wave.setdefault(move.wave, set())
+            self.assertNotIn(move.source, hosts)
+            self.assertNotIn(move.destination, hosts)
+            hosts.update((move.source, move.destination))
+        # Ordered: a later move on the same hypervisor is in a later wave.
+        last = {}
+        for move in result.moves:
+            for host in (move.source, move.destination):
+                self.assertGreater(move.wave, last.get(host, 0))
+                last[host] = move.wave
+
+    def test_demo_plan_is_valid_and_lowers_imbalance(self):
+        snap = snapshot_io.load('demo')
+        result = plan(snap)
+        self.assertEqual(25, len(result.moves))
+        self.assertLess(result.imbalance_after, result.imbalance_before * 0.6)
+        self.assertEqual(len(result.moves),
+                         len({m.server_id for m in result.moves}))
+        replay(snap, result)
+        disabled = [h.name for h in snap.hypervisors if not h.service.usable]
+        for move in result.moves:
+            self.assertNotIn(move.destination, disabled)
+            self.assertTrue(move.reason)
+
+    def test_deterministic(self):
+        snap = snapshot_io.load('demo')
+        first = plan(snap)
+        second = plan(snapshot_io.load('demo'))
+        self.assertEqual(first.moves, second.moves)
+
+    def test_explain(self):
+        hyps = [b.hypervisor('hv1'), b.hypervisor('hv2'),
+                b.hypervisor('hv3', az='az2'), b.hypervisor('hv4')]
+        servers = [b.server('s1', 'hv1'), b.server('s2', 'hv4'),
+                   b.server('s3', 'hv2', status='SHUTOFF')]
+        group = {'id': 'g', 'name': 'pair', 'policy': 'anti-affinity',
+                 'members': ['id-s1', 'id-s2']}
+        snap = b.snapshot(hyps, servers, [group])
+        p = planner.Planner(snap, opts.PlannerOptions())
+        refusal, rows = p.explain(snap.find_server('s1'))
+        self.assertIsNone(refusal)
+        verdicts = {r[0]: (r[3], r[4]) for r in rows}
+        self.assertEqual('current', verdicts['hv1'][0])
+        self.assertEqual('accepted', verdicts['hv2'][0])
+        self.assertIn('availability zone az2', verdicts['hv3'][1])
+        self.assertIn('anti-affinity group pair', verdicts['hv4'][1])
+        refusal, rows = p.explain(snap.find_server('s3'))
+        self.assertIn('status SHUTOFF', refusal)

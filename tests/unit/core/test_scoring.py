@@ -1,0 +1,121 @@
+import math
+import unittest
+
+from osc_leveller.core import scoring
+from osc_leveller.core import state as state_mod
+from tests.unit import builders as b
+
+
+class TestWeights(unittest.TestCase):
+    def test_defaults_and_overrides(self):
+        weights = scoring.parse_weights(['cpu=2', 'ram_pressure=0'])
+        self.assertEqual(2.0, weights['cpu'])
+        self.assertEqual(0.0, weights['ram_pressure'])
+        self.assertEqual(1.0, weights['ram'])
+
+    def test_bad_weights(self):
+        for bad, message in (('disk=1', 'NAME one of cpu, ram'),
+                             ('cpu', 'use NAME=VALUE'),
+                             ('cpu=lots', 'is not a number'),
+                             ('cpu=-1', 'must be a number >= 0'),
+                             ('cpu=nan', 'must be a number >= 0')):
+            with self.assertRaises(ValueError) as ctx:
+                scoring.parse_weights([bad])
+            self.assertIn(message, str(ctx.exception))
+        with self.assertRaises(ValueError):
+            scoring.parse_weights(['cpu=0', 'ram=0'])
+
+
+class TestHostScore(unittest.TestCase):
+    def test_allocations_use_placement_capacity(self):
+        # 64 GiB total, 16 reserved, ratio 1.5: capacity 72 GiB; 36 used.
+        hyps = [b.hypervisor('hv1', vcpus=8, ram_gb=64, cpu_ratio=2.0,
+                             ram_ratio=1.5, reserved_mb=16 * 1024)]
+        servers = [b.server('s1', 'hv1', vcpus=4, ram_gb=36)]
+        state = state_mod.new_state(b.snapshot(hyps, servers))
+        dims = state.dimensions('hv1')
+        self.assertAlmostEqual(4 / 16.0, dims['cpu'])
+        self.assertAlmostEqual(36 / 72.0, dims['ram'])
+        self.assertIsNone(dims['cpu_pressure'])
+        self.assertAlmostEqual((0.25 + 0.5) / 2, state.score('hv1'))
+        self.assertEqual(scoring.ALLOCATIONS,
+                         state.load_model.hosts['hv1'].mode)
+
+    def test_metrics_win_over_allocations(self):
+        hyps = [b.hypervisor('hv1', cpu=0.6, ram=0.2)]
+        servers = [b.server('s1', 'hv1', vcpus=30)]
+        state = state_mod.new_state(b.snapshot(hyps, servers))
+        self.assertAlmostEqual(0.4, state.score('hv1'))
+        self.assertEqual(scoring.METRICS, state.load_model.hosts['hv1'].mode)
+
+    def test_weights_and_pressure(self):
+        hyps = [b.hypervisor('hv1', metrics={
+            'cpu': 0.8, 'ram': 0.4, 'cpu_pressure': 0.2, 'ram_pressure': 0.0})]
+        snap = b.snapshot(hyps, [])
+        weights = scoring.parse_weights(['cpu=3', 'ram=1'])
+        state = state_mod.new_state(snap, weights)
+        expected = (3 * 0.8 + 1 * 0.4 + 0.5 * 0.2 + 0.5 * 0.0) / 5.0
+        self.assertAlmostEqual(expected, state.score('hv1'))
+        self.assertAlmostEqual(0.2, state.dimensions('hv1')['cpu_pressure'])
+
+    def test_delta_is_the_score_change_of_a_move(self):
+        hyps = [b.hypervisor('hv1', cpu=0.7, ram=0.6),
+                b.hypervisor('hv2', vcpus=64, ram_gb=256),
+                b.hypervisor('hv3', cpu=0.1, ram=0.1, vcpus=16)]
+        servers = [b.server('s1', 'hv1', vcpus=4, ram_gb=16, cpu=0.5),
+                   b.server('s2', 'hv1', vcpus=8, ram_gb=8)]
+        snap = b.snapshot(hyps, servers)
+        for sid in ('id-s1', 'id-s2'):
+            for dest in ('hv2', 'hv3'):
+                state = state_mod.new_state(snap)
+                model = state.load_model
+                before = {h: state.score(h) for h in ('hv1', dest)}
+                src_delta = model.delta(sid, 'hv1')
+                dest_delta = model.delta(sid, dest)
+                state.apply(sid, dest)
+                self.assertAlmostEqual(before['hv1'] - src_delta,
+                                       state.score('hv1'))
+                self.assertAlmostEqual(before[dest] + dest_delta,
+                                       state.score(dest))
+
+    def test_unmeasured_server_takes_its_host_average(self):
+        # Host: 16 threads at 50 % = 8 busy threads over 16 allocated vCPUs.
+        hyps = [b.hypervisor('hv1', vcpus=16, cpu=0.5, ram=0.5)]
+        servers = [b.server('s1', 'hv1', vcpus=4),
+                   b.server('s2', 'hv1', vcpus=12)]
+        model = scoring.LoadModel(b.snapshot(hyps, servers))
+        self.assertAlmostEqual(2.0, model.servers['id-s1'].cores)
+        self.assertAlmostEqual(6.0, model.servers['id-s2'].cores)
+
+
+class TestImbalance(unittest.TestCase):
+    def test_domain_of(self):
+        snap = b.snapshot([b.hypervisor('hv1', az='az2', model='Icelake'),
+                           b.hypervisor('hv2', az='', model='')], [])
+        self.assertEqual('az2/Icelake', scoring.domain_of(snap.hypervisor(
+            'hv1')))
+        self.assertEqual('no-az/x86_64', scoring.domain_of(
+            snap.hypervisor('hv2')))
+
+    def test_domain_stats_and_pooled(self):
+        scores = {'a': 0.2, 'b': 0.4, 'c': 0.9, 'd': 0.9}
+        domains = {'a': 'd1', 'b': 'd1', 'c': 'd2', 'd': 'd2'}
+        stats = scoring.domain_stats(scores, domains)
+        self.assertEqual(['d1', 'd2'], [s.domain for s in stats])
+        self.assertAlmostEqual(0.1, stats[0].imbalance)
+        self.assertAlmostEqual(0.2, stats[0].gap)
+        self.assertEqual(('b', 'a'), (stats[0].hottest, stats[0].coolest))
+        self.assertEqual(0.0, stats[1].imbalance)
+        self.assertAlmostEqual(math.sqrt((2 * 0.01 + 0) / 4),
+                               scoring.pooled_imbalance(stats))
+        self.assertEqual(0.0, scoring.pooled_imbalance([]))
+
+    def test_n_plus_one(self):
+        hyps = [b.hypervisor('hv%d' % i, ram_gb=100) for i in (1, 2, 3)]
+        fits = b.snapshot(hyps, [b.server('s%d' % i, 'hv%d' % i, ram_gb=60)
+                                 for i in (1, 2)])
+        self.assertIsNone(scoring.n_plus_one(fits.hypervisors))
+        full = b.snapshot(hyps, [b.server('s%d' % i, 'hv%d' % i, ram_gb=70)
+                                 for i in (1, 2, 3)])
+        self.assertEqual('losing hv1 leaves MEMORY_MB short by 10240',
+                         scoring.n_plus_one(full.hypervisors))

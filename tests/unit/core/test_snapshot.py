@@ -1,0 +1,180 @@
+import collections
+import copy
+import json
+import os
+import tempfile
+import unittest
+
+from osc_leveller.core import filters
+from osc_leveller.core import model
+from osc_leveller.core import options as opts
+from osc_leveller.core import snapshot as snapshot_io
+from tests.unit import builders as b
+
+
+class TestDemo(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.snap = snapshot_io.load('demo')
+
+    def test_shape(self):
+        snap = self.snap
+        self.assertEqual(40, len(snap.hypervisors))
+        self.assertEqual({'az1', 'az2'},
+                         {h.availability_zone for h in snap.hypervisors})
+        self.assertEqual(3, len({h.cpu_model for h in snap.hypervisors}))
+        self.assertGreaterEqual(len(snap.servers), 750)
+        self.assertGreaterEqual(len({s.flavor.name for s in snap.servers}), 8)
+        policies = collections.Counter(g.policy for g in snap.server_groups)
+        self.assertGreaterEqual(policies['anti-affinity'], 5)
+        self.assertGreaterEqual(policies['affinity'], 1)
+        disabled = [h for h in snap.hypervisors if not h.service.usable]
+        self.assertEqual(1, len(disabled))
+        self.assertTrue(disabled[0].service.disabled_reason)
+
+    def test_some_servers_cannot_move(self):
+        rules = filters.Rules(self.snap, opts.PlannerOptions())
+        reasons = [filters.why_not_movable(s, rules) for s in self.snap.servers]
+        kinds = {r.split(' ')[0] for r in reasons if r}
+        for expected in ('status', 'task_state', 'locked', 'cannot',
+                         'opted', 'migrated'):
+            self.assertIn(expected, kinds)
+
+    def test_a_couple_of_hot_hosts(self):
+        hot = [h for h in self.snap.hypervisors if h.metrics.cpu > 0.9]
+        self.assertEqual(2, len(hot))
+        self.assertTrue(all(h.metrics.cpu_pressure > 0 for h in hot))
+
+    def test_usages_match_servers(self):
+        for hyp in self.snap.hypervisors:
+            ram = sum(s.resources.get(model.MEMORY_MB, 0)
+                      for s in self.snap.servers_on(hyp.name))
+            self.assertEqual(ram, hyp.usage(model.MEMORY_MB))
+            self.assertLessEqual(ram, hyp.capacity(model.MEMORY_MB))
+
+
+class TestRoundTrip(unittest.TestCase):
+    def test_document_round_trip(self):
+        snap = snapshot_io.load('demo')
+        again = snapshot_io.parse(json.loads(json.dumps(
+            snapshot_io.to_document(snap))))
+        self.assertEqual(snap.hypervisors, again.hypervisors)
+        self.assertEqual(snap.servers, again.servers)
+        self.assertEqual(snap.server_groups, again.server_groups)
+        self.assertEqual(snap.migrations, again.migrations)
+        self.assertEqual(snap.taken_at, again.taken_at)
+
+
+class TestFlavorResources(unittest.TestCase):
+    def flavor(self, **kw):
+        values = dict(vcpus=4, ram=8192, disk=40, ephemeral=10, swap=1536)
+        values.update(kw)
+        return model.Flavor(**values)
+
+    def test_local_disk(self):
+        self.assertEqual({'VCPU': 4, 'MEMORY_MB': 8192, 'DISK_GB': 52},
+                         snapshot_io.flavor_resources(self.flavor(), False))
+
+    def test_boot_from_volume_keeps_ephemeral_and_swap(self):
+        self.assertEqual(12, snapshot_io.flavor_resources(
+            self.flavor(), True)['DISK_GB'])
+
+    def test_dedicated_cpus_and_overrides(self):
+        specs = {'hw:cpu_policy': 'dedicated', 'resources:DISK_GB': '0',
+                 'resources:CUSTOM_FPGA': '1', 'resources:BAD': 'x'}
+        self.assertEqual(
+            {'PCPU': 4, 'MEMORY_MB': 8192, 'CUSTOM_FPGA': 1},
+            snapshot_io.flavor_resources(self.flavor(extra_specs=specs),
+                                         False))
+
+
+class TestBadSnapshots(unittest.TestCase):
+    def assert_error(self, document, *fragments):
+        with self.assertRaises(snapshot_io.SnapshotError) as ctx:
+            snapshot_io.parse(document, origin='x.json')
+        for fragment in fragments:
+            self.assertIn(fragment, str(ctx.exception))
+
+    def good(self):
+        hyps, servers = b.three_hosts()
+        return copy.deepcopy(b.document(hyps, servers))
+
+    def test_good_document_loads(self):
+        snap = snapshot_io.parse(self.good())
+        self.assertEqual(3, len(snap.hypervisors))
+
+    def test_not_a_snapshot(self):
+        self.assert_error([], 'neither an osc-leveller snapshot')
+        self.assert_error({'x': 1}, 'neither an osc-leveller snapshot')
+
+    def test_wrong_format(self):
+        doc = self.good()
+        doc['format'] = 'osc-leveller-snapshot/9'
+        self.assert_error(doc, "has format 'osc-leveller-snapshot/9'")
+
+    def test_schema_errors_name_the_field(self):
+        cases = [
+            (('hypervisors', 1, 'inventories', 'VCPU', 'allocation_ratio'), -1,
+             'x.json: hypervisors[1].inventories.VCPU.allocation_ratio: '
+             'must be > 0 (got -1)'),
+            (('servers', 2, 'flavor', 'vcpus'), 'four',
+             'servers[2].flavor.vcpus: must be integer (got "four")'),
+            (('hypervisors', 0, 'metrics'), {'cpu': 1.5, 'ram': 0.1},
+             'hypervisors[0].metrics.cpu: must be <= 1 (got 1.5)'),
+            (('hypervisors', 0, 'service', 'status'), 'maybe',
+             'hypervisors[0].service.status: must be one of "enabled", '
+             '"disabled"'),
+            (('servers', 0, 'colour'), 'blue',
+             'servers[0].colour: is not a known field'),
+            (('taken_at',), 'yesterday', 'taken_at: must match'),
+        ]
+        for path, value, message in cases:
+            doc = self.good()
+            target = doc
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+            self.assert_error(doc, message)
+
+    def test_missing_field(self):
+        doc = self.good()
+        del doc['servers'][1]['hypervisor']
+        self.assert_error(doc, 'servers[1].hypervisor: is required')
+
+    def test_semantic_errors(self):
+        doc = self.good()
+        doc['servers'][1]['hypervisor'] = 'hv9'
+        self.assert_error(doc, "servers[1].hypervisor: unknown hypervisor "
+                               "'hv9'")
+        doc = self.good()
+        doc['servers'][1]['id'] = doc['servers'][0]['id']
+        self.assert_error(doc, 'servers[1].id: duplicate server')
+        doc = self.good()
+        doc['hypervisors'][2]['name'] = 'hv1'
+        self.assert_error(doc, "hypervisors[2].name: duplicate hypervisor")
+        doc = self.good()
+        doc['hypervisors'][0]['inventories']['VCPU']['reserved'] = 99
+        self.assert_error(doc, 'VCPU.reserved: must not exceed total')
+        doc = self.good()
+        doc['taken_at'] = '2026-13-45T99:00'
+        self.assert_error(doc, 'taken_at: is not an ISO 8601 time')
+
+    def test_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = os.path.join(tmp, 'nope.json')
+            with self.assertRaises(snapshot_io.SnapshotError) as ctx:
+                snapshot_io.load(missing)
+            self.assertIn('does not exist', str(ctx.exception))
+            broken = os.path.join(tmp, 'broken.json')
+            with open(broken, 'w') as f:
+                f.write('{"format": ')
+            with self.assertRaises(snapshot_io.SnapshotError) as ctx:
+                snapshot_io.load(broken)
+            self.assertIn('broken.json is not valid JSON', str(ctx.exception))
+            with self.assertRaises(snapshot_io.SnapshotError) as ctx:
+                snapshot_io.load(tmp)
+            self.assertIn('cannot read snapshot file', str(ctx.exception))
+            good = os.path.join(tmp, 'good.json')
+            with open(good, 'w') as f:
+                json.dump(self.good(), f)
+            self.assertEqual(3, len(snapshot_io.load(good).hypervisors))

@@ -1,0 +1,182 @@
+import io
+import json
+import os
+import tempfile
+
+from osc_lib import exceptions
+from osc_lib.test import base
+
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.v1 import columns
+from osc_leveller.v1 import plan
+from osc_leveller.v1 import score
+from tests.unit import builders as b
+
+
+class CommandTest(base.TestCommand):
+    def setUp(self):
+        super().setUp()
+        self.app.stderr = io.StringIO()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def write(self, name, content):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, 'w') as f:
+            f.write(content if isinstance(content, str)
+                    else json.dumps(content))
+        return path
+
+    def run_cmd(self, cls, args):
+        cmd = cls(self.app, None)
+        parsed = self.check_parser(cmd, args, [])
+        return cmd.take_action(parsed)
+
+    def assert_command_error(self, cls, args, message):
+        error = self.assertRaises(exceptions.CommandError, self.run_cmd, cls,
+                                  args)
+        self.assertIn(message, str(error))
+
+
+class TestScore(CommandTest):
+    def test_parser(self):
+        cmd = score.ScoreLeveller(self.app, None)
+        self.check_parser(cmd, ['--snapshot', 'demo', '--weight', 'cpu=2',
+                                '--weight', 'ram=1', '--long', '--summary'],
+                          [('snapshot', 'demo'),
+                           ('weight', ['cpu=2', 'ram=1']),
+                           ('long', True), ('summary', True)])
+
+    def test_hosts_hottest_first(self):
+        hyps, servers = b.three_hosts()
+        path = self.write('s.json', b.document(hyps, servers))
+        names, rows = self.run_cmd(score.ScoreLeveller, ['--snapshot', path])
+        self.assertEqual(score.HOST_COLUMNS, names)
+        self.assertEqual('hv1', rows[0][0])
+        self.assertEqual(3, len(rows))
+        vcpu = rows[0][3]
+        self.assertEqual('24 / 128', vcpu.human_readable())
+        self.assertEqual({'used': 24, 'capacity': 128.0},
+                         vcpu.machine_readable())
+        self.assertEqual(18.8, rows[0][5])
+        self.assertIsInstance(rows[0][8], columns.ScoreColumn)
+        # cpu 24/128 allocated, ram 96/128 GiB: (0.1875 + 0.75) / 2
+        self.assertEqual(0.4688, rows[0][8].machine_readable())
+        self.assertEqual('0.47 ████▊     ', rows[0][8].human_readable())
+        summary = self.app.stderr.getvalue()
+        self.assertIn('Load from Placement allocations for 3 of 3', summary)
+        self.assertIn('az1/Gen1', summary)
+
+    def test_long_and_weights(self):
+        _, rows = self.run_cmd(score.ScoreLeveller,
+                               ['--snapshot', 'demo', '--long'])
+        self.assertEqual(len(score.HOST_COLUMNS + score.LONG_COLUMNS),
+                         len(rows[0]))
+        self.assertIn('metrics', {r[13] for r in rows})
+        _, cpu_only = self.run_cmd(score.ScoreLeveller, [
+            '--snapshot', 'demo', '--weight', 'ram=0', '--weight',
+            'cpu_pressure=0', '--weight', 'ram_pressure=0'])
+        for row in cpu_only:
+            self.assertAlmostEqual(row[5] / 100, row[8].machine_readable(),
+                                   places=2)
+
+    def test_summary(self):
+        names, rows = self.run_cmd(score.ScoreLeveller,
+                                   ['--snapshot', 'demo', '--summary'])
+        self.assertEqual(score.DOMAIN_COLUMNS, names)
+        self.assertEqual(6, len(rows))
+        self.assertEqual(39, sum(r[1] for r in rows))
+        self.assertTrue(all(r[7] for r in rows))
+
+    def test_bad_input(self):
+        self.assert_command_error(score.ScoreLeveller, [],
+                                  'pass --snapshot demo')
+        self.assert_command_error(score.ScoreLeveller,
+                                  ['--snapshot', '/nonexistent.json'],
+                                  'does not exist')
+        self.assert_command_error(
+            score.ScoreLeveller, ['--snapshot', self.write('x.json', '[1')],
+            'is not valid JSON')
+        self.assert_command_error(
+            score.ScoreLeveller, ['--snapshot', 'demo', '--weight', 'gpu=1'],
+            "invalid weight 'gpu=1'")
+
+
+class TestPlan(CommandTest):
+    def test_parser_defaults(self):
+        cmd = plan.PlanLeveller(self.app, None)
+        self.check_parser(cmd, ['--snapshot', 'demo'], [
+            ('max_moves', 25), ('threshold', 0.05), ('min_gain', 0.0005),
+            ('include_locked', False), ('exclude_host', []),
+            ('cpu_compatibility', 'model'), ('output_file', None)])
+        self.check_parser(cmd, ['--include-locked', '--exclude-host', 'a',
+                                '--exclude-host', 'b', '--cooldown', '2'],
+                          [('include_locked', True),
+                           ('exclude_host', ['a', 'b']), ('cooldown', 2.0)])
+
+    def test_plan_rows_in_execution_order(self):
+        self.assertFalse(plan.PlanLeveller.need_sort_by_cliff)
+        names, rows = self.run_cmd(plan.PlanLeveller,
+                                   ['--snapshot', 'demo', '--long'])
+        self.assertEqual(plan.MOVE_COLUMNS + plan.LONG_COLUMNS, names)
+        self.assertEqual(list(range(1, 26)), [r[0] for r in rows])
+        self.assertTrue(all(r[6] for r in rows))
+        self.assertIn('imbalance 0.092 ->', self.app.stderr.getvalue())
+        imbalance = rows[0][12].machine_readable()
+        self.assertLess(imbalance['after'], imbalance['before'])
+
+    def test_output_file(self):
+        path = os.path.join(self.tmp.name, 'plan.json')
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--max-moves', '3', '--output-file', path])
+        saved = plan_mod.read(path)
+        self.assertEqual([r[1] for r in rows],
+                         [m.server_name for m in saved.moves])
+        self.assertIn('saved to ' + path, self.app.stderr.getvalue())
+        self.assert_command_error(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--output-file',
+            os.path.join(self.tmp.name, 'no', 'such', 'dir.json')],
+            'cannot write plan file')
+
+    def test_nothing_to_do(self):
+        _, rows = self.run_cmd(plan.PlanLeveller,
+                               ['--snapshot', 'demo', '--threshold', '1'])
+        self.assertEqual([], rows)
+        self.assertIn('Nothing to do: imbalance is below the threshold',
+                      self.app.stderr.getvalue())
+
+    def test_scope_options(self):
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--availability-zone', 'az2',
+            '--exclude-host', 'cmp-b12'])
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertTrue(row[2].startswith('cmp-b'))
+            self.assertNotIn('cmp-b12', row[2] + row[3])
+
+    def test_explain(self):
+        names, rows = self.run_cmd(plan.PlanLeveller,
+                                   ['--snapshot', 'demo', '--explain',
+                                    'web1-0'])
+        self.assertEqual(plan.EXPLAIN_COLUMNS, names)
+        self.assertEqual(40, len(rows))
+        self.assertEqual('current', rows[0][3])
+        reasons = ' '.join(r[4] for r in rows)
+        self.assertIn('anti-affinity group web-1', reasons)
+        self.assertIn('availability zone', reasons)
+        self.assertIn('may move', self.app.stderr.getvalue())
+        self.assert_command_error(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--explain', 'nope'], 'no such server')
+
+    def test_bad_input(self):
+        for args, message in (
+                (['--max-moves', '-1'], '--max-moves must not be negative'),
+                (['--threshold', '-0.1'], '--threshold must not be negative'),
+                (['--ceiling', '0'], '--ceiling must not be negative or zero'),
+                (['--exclude-host', 'hv99'], '--exclude-host hv99: no such'),
+                (['--availability-zone', 'az9'], 'no such availability zone'),
+                (['--weight', 'cpu=x'], 'is not a number')):
+            self.assert_command_error(plan.PlanLeveller,
+                                      ['--snapshot', 'demo'] + args, message)
+        self.assertRaises(base.ParserException, self.run_cmd,
+                          plan.PlanLeveller, ['--max-moves', 'many'])
