@@ -14,7 +14,9 @@ _TYPES = {
     'object': lambda v: isinstance(v, dict),
     'array': lambda v: isinstance(v, list),
     'string': lambda v: isinstance(v, str),
-    'integer': lambda v: isinstance(v, int) and not isinstance(v, bool),
+    # JSON Schema counts 2.0 as an integer too.
+    'integer': lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and v.is_integer()),
     'number': lambda v: (isinstance(v, (int, float))
                          and not isinstance(v, bool)),
     'boolean': lambda v: isinstance(v, bool),

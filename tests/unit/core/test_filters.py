@@ -132,13 +132,14 @@ class TestDestinationFilters(unittest.TestCase):
                                                 'model': 'Gen1'}}))
 
     def test_cpu_features(self):
-        hyps = [b.hypervisor('hv1', cpu_info={'arch': 'x86_64', 'model': 'A',
-                                         'features': ['avx2', 'avx512f']}),
-                b.hypervisor('hv2', cpu_info={'arch': 'x86_64', 'model': 'B',
-                                         'features': ['avx2']}),
-                b.hypervisor('hv3', cpu_info={'arch': 'x86_64', 'model': 'C',
-                                         'features': ['avx2', 'avx512f',
-                                                      'vaes']})]
+        def cpu(model, *features):
+            return {'arch': 'x86_64', 'model': model,
+                    'features': list(features)}
+
+        hyps = [b.hypervisor('hv1', cpu_info=cpu('A', 'avx2', 'avx512f')),
+                b.hypervisor('hv2', cpu_info=cpu('B', 'avx2')),
+                b.hypervisor('hv3', cpu_info=cpu('C', 'avx2', 'avx512f',
+                                                 'vaes'))]
         servers = [b.server('s1', 'hv1')]
         features = {'cpu_compatibility': opts.CPU_FEATURES}
         self.assertIn('lacks CPU features of hv1: avx512f',
