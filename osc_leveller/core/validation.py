@@ -42,13 +42,27 @@ def load_schema(name):
 
 def validate(document, schema):
     """Raise ValidationError for the first mismatch, depth first."""
-    _check(document, schema, schema, '')
+    _check(document, schema, schema, None)
 
 
-def _join(path, key):
-    if isinstance(key, int):
-        return '%s[%d]' % (path, key)
-    return '%s.%s' % (path, key) if path else key
+# Paths are built lazily as (parent, key) pairs: a 50,000-server snapshot has
+# millions of nodes and only a failing one needs its path spelled out.
+def _spell(path):
+    keys = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    text = ''
+    for key in reversed(keys):
+        if isinstance(key, int):
+            text += '[%d]' % key
+        else:
+            text += '.%s' % key if text else key
+    return text
+
+
+def _fail(path, message):
+    raise ValidationError(_spell(path), message)
 
 
 def _short(value):
@@ -56,67 +70,69 @@ def _short(value):
     return text if len(text) <= 40 else text[:37] + '...'
 
 
+def _resolve(root, ref):
+    target = root
+    for part in ref.lstrip('#/').split('/'):
+        target = target[part]
+    return target
+
+
 def _check(value, schema, root, path):
     if '$ref' in schema:
-        ref = schema['$ref']
-        target = root
-        for part in ref.lstrip('#/').split('/'):
-            target = target[part]
-        _check(value, target, root, path)
+        _check(value, _resolve(root, schema['$ref']), root, path)
     if 'type' in schema:
         types = schema['type']
         types = [types] if isinstance(types, str) else types
         if not any(_TYPES[t](value) for t in types):
-            raise ValidationError(path, 'must be %s (got %s)' % (
-                ' or '.join(types), _short(value)))
+            _fail(path, 'must be %s (got %s)' % (' or '.join(types),
+                                                 _short(value)))
     if 'const' in schema and value != schema['const']:
-        raise ValidationError(path, 'must be %s (got %s)' % (
-            _short(schema['const']), _short(value)))
+        _fail(path, 'must be %s (got %s)' % (_short(schema['const']),
+                                             _short(value)))
     if 'enum' in schema and value not in schema['enum']:
-        raise ValidationError(path, 'must be one of %s (got %s)' % (
+        _fail(path, 'must be one of %s (got %s)' % (
             ', '.join(_short(v) for v in schema['enum']), _short(value)))
-    if _TYPES['number'](value):
-        _check_number(value, schema, path)
     if isinstance(value, str):
         if len(value) < schema.get('minLength', 0):
-            raise ValidationError(path, 'must not be empty')
+            _fail(path, 'must not be empty')
         if 'pattern' in schema and not re.search(schema['pattern'], value):
-            raise ValidationError(path, 'must match %s (got %s)' % (
-                schema['pattern'], _short(value)))
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            if 'items' in schema:
-                _check(item, schema['items'], root, _join(path, index))
-    if isinstance(value, dict):
+            _fail(path, 'must match %s (got %s)' % (schema['pattern'],
+                                                    _short(value)))
+    elif isinstance(value, dict):
         _check_object(value, schema, root, path)
+    elif isinstance(value, list):
+        items = schema.get('items')
+        if items is not None:
+            for index, item in enumerate(value):
+                _check(item, items, root, (path, index))
+    elif _TYPES['number'](value):
+        _check_number(value, schema, path)
 
 
 def _check_number(value, schema, path):
     if 'minimum' in schema and value < schema['minimum']:
-        raise ValidationError(path, 'must be >= %s (got %s)' % (
-            schema['minimum'], value))
+        _fail(path, 'must be >= %s (got %s)' % (schema['minimum'], value))
     if 'exclusiveMinimum' in schema and value <= schema['exclusiveMinimum']:
-        raise ValidationError(path, 'must be > %s (got %s)' % (
-            schema['exclusiveMinimum'], value))
+        _fail(path, 'must be > %s (got %s)' % (schema['exclusiveMinimum'],
+                                               value))
     if 'maximum' in schema and value > schema['maximum']:
-        raise ValidationError(path, 'must be <= %s (got %s)' % (
-            schema['maximum'], value))
+        _fail(path, 'must be <= %s (got %s)' % (schema['maximum'], value))
 
 
 def _check_object(value, schema, root, path):
     for name in schema.get('required', ()):
         if name not in value:
-            raise ValidationError(_join(path, name), 'is required')
+            _fail((path, name), 'is required')
     properties = schema.get('properties', {})
     extra = schema.get('additionalProperties', True)
     names = schema.get('propertyNames')
     for key, item in value.items():
-        item_path = _join(path, key)
+        item_path = (path, key)
         if names is not None:
             _check(key, names, root, item_path)
         if key in properties:
             _check(item, properties[key], root, item_path)
         elif extra is False:
-            raise ValidationError(item_path, 'is not a known field')
+            _fail(item_path, 'is not a known field')
         elif isinstance(extra, dict):
             _check(item, extra, root, item_path)
