@@ -10,6 +10,7 @@ one hypervisor in a given State. ``Rules`` holds what the filters look up
 import collections
 import math
 
+from osc_leveller.core import extra_specs
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
 
@@ -116,8 +117,8 @@ def source_in_scope(server, rules):
         return 'its hypervisor %s is outside the selected availability ' \
             'zones' % hyp.name
     if not hyp.service.usable:
-        return 'its hypervisor %s is %s: plan balances, it does not drain ' \
-            '(see evacuate)' % (hyp.name, _service_word(hyp.service))
+        return 'its hypervisor %s is %s: plan only balances usable ' \
+            'hypervisors' % (hyp.name, _service_word(hyp.service))
 
 
 SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
@@ -201,16 +202,11 @@ def _aggregate_specs(extra_specs):
 
 def aggregate_extra_specs(server, dest, state, rules):
     for key, wanted in _aggregate_specs(server.flavor.extra_specs):
-        offered = set()
-        for agg in dest.aggregates:
-            if key in agg.metadata:
-                offered.update(v.strip() for v in agg.metadata[key].split(','))
-        choices = [v.strip() for v in wanted.replace('<or>', ',').split(',')
-                   if v.strip()] if wanted.startswith('<or>') else [wanted]
-        if not offered.intersection(choices):
+        offered = sorted({agg.metadata[key] for agg in dest.aggregates
+                          if key in agg.metadata})
+        if not any(extra_specs.matches(value, wanted) for value in offered):
             return 'flavor wants aggregate metadata %s=%s, hypervisor ' \
-                'offers %s' % (key, wanted,
-                               ','.join(sorted(offered)) or 'none')
+                'offers %s' % (key, wanted, ', '.join(offered) or 'none')
 
 
 def tenant_isolation(server, dest, state, rules):
@@ -242,7 +238,9 @@ def server_groups(server, dest, state, rules):
         here = [m for m in others if state.host_of(m) == dest.name]
         label = group.name or group.id
         if group.policy.endswith('anti-affinity'):
-            limit = group.max_server_per_host or 1
+            # Nova defines max_server_per_host for hard anti-affinity only.
+            limit = (group.max_server_per_host or 1) \
+                if group.policy == 'anti-affinity' else 1
             if len(here) >= limit:
                 names = ', '.join(sorted(
                     rules.snapshot.server(m).label for m in here))
@@ -258,7 +256,7 @@ def capacity(server, dest, state, rules):
         inv = dest.inventories.get(rc)
         if inv is None:
             return 'has no %s inventory' % rc
-        if amount > inv.max_unit:
+        if inv.max_unit is not None and amount > inv.max_unit:
             return 'needs %d %s, above max_unit %d' % (amount, rc, inv.max_unit)
         used = state.usage(dest.name, rc)
         if used + amount > inv.capacity:

@@ -16,9 +16,10 @@ DISK_GB = 'DISK_GB'
 # Server states Nova can live-migrate (nova/compute/api.py live_migrate).
 LIVE_MIGRATABLE_STATUSES = ('ACTIVE', 'PAUSED')
 # Migration statuses that mean the move is still running or not cleaned up.
+# A resize or cold migration that is 'finished' still awaits confirmation.
 FINAL_MIGRATION_STATUSES = frozenset(
-    ('completed', 'confirmed', 'finished', 'reverted', 'error', 'failed',
-     'cancelled', 'done'))
+    ('completed', 'confirmed', 'reverted', 'error', 'failed', 'cancelled',
+     'done'))
 
 EMPTY = types.MappingProxyType({})
 
@@ -39,7 +40,7 @@ class Inventory:
     reserved: int = 0
     allocation_ratio: float = 1.0
     min_unit: int = 1
-    max_unit: int = 0  # 0: no limit known, use the capacity
+    max_unit: int = None  # None: no limit beyond the capacity
     step_size: int = 1
 
     @property

@@ -56,23 +56,33 @@ class Plan:
 
 
 def fingerprint(snap):
-    """A digest of what makes moves valid: placement, usage, service state.
+    """A digest of everything the filters read, except load.
 
-    Metrics are left out on purpose: they change every scrape, and apply
-    re-checks load itself.
+    Placement, service state, aggregates, traits, server placement and state,
+    server groups. Metrics are left out on purpose: they change every scrape,
+    and apply re-checks load itself.
     """
     digest = hashlib.sha256()
+
+    def add(*values):
+        digest.update(json.dumps(values, sort_keys=True).encode())
+
     for hyp in sorted(snap.hypervisors, key=lambda h: h.name):
         svc = hyp.service
-        digest.update(json.dumps([
-            hyp.name, hyp.availability_zone, svc.status, svc.state,
+        add(hyp.name, hyp.host, hyp.availability_zone, svc.status, svc.state,
             svc.forced_down, sorted(hyp.usages.items()),
-            sorted((rc, i.total, i.reserved, i.allocation_ratio)
-                   for rc, i in hyp.inventories.items())]).encode())
+            sorted((rc, i.total, i.reserved, i.allocation_ratio, i.max_unit)
+                   for rc, i in hyp.inventories.items()),
+            sorted((a.name, sorted(a.metadata.items()))
+                   for a in hyp.aggregates),
+            hyp.cpu_model, sorted(hyp.cpu_features), sorted(hyp.traits))
     for server in sorted(snap.servers, key=lambda s: s.id):
-        digest.update(json.dumps([
-            server.id, server.hypervisor, server.status, server.task_state,
-            server.locked]).encode())
+        add(server.id, server.hypervisor, server.status, server.task_state,
+            server.locked, server.project_id, sorted(server.metadata.items()),
+            sorted(server.resources.items()), list(server.blockers))
+    for group in sorted(snap.server_groups, key=lambda g: g.id):
+        add(group.id, group.policy, group.max_server_per_host,
+            sorted(group.members))
     return 'sha256:' + digest.hexdigest()
 
 

@@ -10,9 +10,11 @@ moves before it, so every intermediate state is valid. Only the domain a move
 touched is searched again.
 """
 
+import dataclasses
 import time
 
 from osc_leveller.core import filters
+from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
@@ -63,8 +65,10 @@ class Planner:
         self.rules = filters.Rules(snapshot, options)
         self.scope = [h.name for h in snapshot.hypervisors
                       if self._in_scope(h)]
-        self.domain_of = {h: scoring.domain_of(snapshot.hypervisor(h))
-                          for h in self.scope}
+        self.by_model = options.cpu_compatibility == opts.CPU_MODEL
+        self.domain_of = {
+            h: scoring.domain_of(snapshot.hypervisor(h), self.by_model)
+            for h in self.scope}
         self.movable = {h: [] for h in self.scope}
         self.refusals = {}
         for server in snapshot.servers:
@@ -92,9 +96,10 @@ class Planner:
         groups = {}
         for host in self.scope:
             groups.setdefault(self.domain_of[host], []).append(host)
-        domains = [_Domain(name, sorted(hosts), self.state)
-                   for name, hosts in sorted(groups.items())
-                   if len(hosts) > 1]
+        groups = {name: sorted(hosts) for name, hosts in groups.items()
+                  if len(hosts) > 1}
+        domains = [_Domain(name, hosts, self.state)
+                   for name, hosts in sorted(groups.items())]
         active = [d for d in domains if d.std() >= self.options.threshold]
         moves = []
         last_wave = {}
@@ -108,6 +113,7 @@ class Planner:
             move = self._apply(domain, domain.best, last_wave)
             moves.append(move)
             domain.best = self._best(domain)
+        moves = self._in_wave_order(moves, groups)
         after = self.stats()
         return plan_mod.Plan(
             moves=tuple(moves),
@@ -124,6 +130,33 @@ class Planner:
             options=_options_doc(self.options),
             created_at=started,
             note=self._note(before, active, moves))
+
+    def _in_wave_order(self, moves, groups):
+        """The moves wave by wave, their figures recomputed in that order.
+
+        Moves of one wave share no hypervisor, and a move's validity depends
+        only on the moves before it on its two hypervisors, so this order is
+        as valid as the planning order, and it is the order apply runs.
+        """
+        ordered = sorted(moves, key=lambda m: m.wave)  # stable
+        state = state_mod.State(self.snapshot, self.model)
+        domains = {name: _Domain(name, hosts, state)
+                   for name, hosts in groups.items()}
+        result = []
+        for move in ordered:
+            domain = domains[move.domain]
+            src, dst = move.source, move.destination
+            before = (domain.std(), state.score(src), state.score(dst))
+            gain = domain.gain(before[1], self.model.delta(move.server_id, src),
+                               before[2], self.model.delta(move.server_id, dst))
+            state.apply(move.server_id, dst)
+            domain.update(before[1], state.score(src))
+            domain.update(before[2], state.score(dst))
+            result.append(dataclasses.replace(
+                move, gain=gain, imbalance=(before[0], domain.std()),
+                source_score=(before[1], state.score(src)),
+                destination_score=(before[2], state.score(dst))))
+        return result
 
     def _note(self, before, active, moves):
         if moves:
@@ -230,7 +263,7 @@ class Planner:
         rows = []
         for hyp in self.snapshot.hypervisors:
             score = self.state.score(hyp.name)
-            domain = scoring.domain_of(hyp)
+            domain = scoring.domain_of(hyp, self.by_model)
             if hyp.name == current:
                 rows.append((hyp.name, domain, score, 'current',
                              refusal or 'the server may move'))

@@ -48,9 +48,14 @@ def parse_weights(pairs):
     return weights
 
 
-def domain_of(hypervisor):
-    """Balancing domain: servers cannot leave their AZ or CPU class."""
-    cpu = hypervisor.cpu_model or hypervisor.cpu_arch or 'any-cpu'
+def domain_of(hypervisor, by_cpu_model=True):
+    """Balancing domain: servers cannot leave their AZ or CPU class.
+
+    The CPU class is the CPU model, or only the architecture when moves
+    between models are allowed (to hypervisors offering every feature).
+    """
+    cpu = (hypervisor.cpu_model if by_cpu_model else '') or \
+        hypervisor.cpu_arch or 'any-cpu'
     return '%s/%s' % (hypervisor.availability_zone or 'no-az', cpu)
 
 

@@ -74,6 +74,8 @@ def parse(document, origin='snapshot'):
 
 def parse_time(text, path='timestamp'):
     """Seconds since the epoch from ISO 8601; naive times are UTC."""
+    if text.endswith(('Z', 'z')):  # Python 3.10 reads no 'Z'
+        text = text[:-1] + '+00:00'
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -100,13 +102,23 @@ def flavor_resources(flavor, boot_from_volume):
         model.DISK_GB: (0 if boot_from_volume else flavor.disk)
         + flavor.ephemeral + int(math.ceil(flavor.swap / 1024.0)),
     }
+    extra = {}
     for key, value in specs.items():
-        # resources:CUSTOM_X=N (or =0 to drop a standard class) as Nova does.
-        if key.startswith('resources') and ':' in key:
-            try:
-                wanted[key.split(':', 1)[1]] = int(value)
-            except ValueError:
-                continue
+        # resources:RC=N replaces the flavor's amount (0 drops it);
+        # granular resourcesN:RC=N adds a request group.
+        prefix, sep, rc = key.partition(':')
+        if not sep or not prefix.startswith('resources'):
+            continue
+        try:
+            amount = int(value)
+        except ValueError:
+            continue
+        if prefix == 'resources':
+            wanted[rc] = amount
+        else:
+            extra[rc] = extra.get(rc, 0) + amount
+    for rc, amount in extra.items():
+        wanted[rc] = wanted.get(rc, 0) + amount
     return {rc: amount for rc, amount in wanted.items() if amount > 0}
 
 

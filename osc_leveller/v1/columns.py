@@ -45,9 +45,15 @@ class BeforeAfterColumn(columns.FormattableColumn):
         return {'before': round(before, 4), 'after': round(after, 4)}
 
 
+class PercentColumn(columns.FormattableColumn):
+    """A fraction as a percentage; empty in a table when not measured."""
+
+    def human_readable(self):
+        return '' if self._value is None else '%.1f' % (self._value * 100)
+
+    def machine_readable(self):
+        return None if self._value is None else round(self._value * 100, 1)
+
+
 def _number(value):
     return ('%d' % value) if float(value).is_integer() else ('%.1f' % value)
-
-
-def percent(fraction):
-    return None if fraction is None else round(fraction * 100, 1)

@@ -11,8 +11,8 @@ def add_snapshot_option(parser):
     parser.add_argument(
         '--snapshot',
         metavar='<demo|file>',
-        help='Plan on a snapshot instead of the live cloud: "demo" for the '
-             'bundled demo cloud, or the path of a snapshot file (format '
+        help='Read the cloud from a snapshot: "demo" for the bundled demo '
+             'cloud, or the path of a snapshot file (format '
              'osc-leveller-snapshot/1, or a Watcher baseline cluster file)')
 
 
@@ -26,6 +26,22 @@ def add_weight_option(parser):
              'several): cpu, ram, cpu_pressure, ram_pressure. Defaults: %s'
              % ', '.join('%s=%g' % kv for kv in
                          scoring.DEFAULT_WEIGHTS.items()))
+
+
+def add_cpu_compatibility_option(parser):
+    parser.add_argument(
+        '--cpu-compatibility', metavar='<model|features>',
+        choices=(core_options.CPU_MODEL, core_options.CPU_FEATURES),
+        default=core_options.CPU_MODEL,
+        help='"model": servers move only between hypervisors with the same '
+             'CPU model, and each model is its own balancing domain; '
+             '"features": also to hypervisors offering every CPU feature of '
+             'the current one, one domain per availability zone and CPU '
+             'architecture (default %s)' % core_options.CPU_MODEL)
+
+
+def plural(count, noun):
+    return '%d %s%s' % (count, noun, '' if count == 1 else 's')
 
 
 def add_long_option(parser):
@@ -124,14 +140,7 @@ def add_planner_options(parser):
         help='Fixed cost of one migration, in GiB of RAM copied; higher '
              'values favour fewer, larger moves (default %g)'
         % defaults.move_cost_gb)
-    parser.add_argument(
-        '--cpu-compatibility', choices=(core_options.CPU_MODEL,
-                                        core_options.CPU_FEATURES),
-        default=defaults.cpu_compatibility,
-        help='"model": move servers only between hypervisors with the same '
-             'CPU model; "features": also to hypervisors offering every CPU '
-             'feature of the current one (default %s)'
-        % defaults.cpu_compatibility)
+    add_cpu_compatibility_option(parser)
     parser.add_argument(
         '--cooldown', metavar='<hours>', type=float,
         default=defaults.cooldown_hours,

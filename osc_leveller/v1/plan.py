@@ -12,8 +12,8 @@ from osc_leveller.v1 import common
 
 MOVE_COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Wave', 'Gain',
                 'Reason')
-LONG_COLUMNS = ('Server ID', 'Domain', 'RAM (GiB)', 'Source Score',
-                'Destination Score', 'Imbalance')
+LONG_COLUMNS = ('Server ID', 'Destination Host', 'Domain', 'RAM (GiB)',
+                'Source Score', 'Destination Score', 'Imbalance')
 EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
 
 
@@ -29,8 +29,7 @@ class PlanLeveller(command.Lister):
         common.add_long_option(parser)
         parser.add_argument(
             '--output-file', metavar='<file>',
-            help='Save the plan (format osc-leveller-plan/1) for '
-                 '"openstack leveller apply"')
+            help='Save the plan to this file (format osc-leveller-plan/1)')
         parser.add_argument(
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
@@ -78,7 +77,8 @@ def _row(index, move, long):
     row = (index, move.server_name or move.server_id, move.source,
            move.destination, move.wave, round(move.gain, 5), move.reason)
     if long:
-        row += (move.server_id, move.domain, round(move.ram_gb, 1),
+        row += (move.server_id, move.destination_host, move.domain,
+                round(move.ram_gb, 1),
                 columns.BeforeAfterColumn(move.source_score),
                 columns.BeforeAfterColumn(move.destination_score),
                 columns.BeforeAfterColumn(move.imbalance))
@@ -91,7 +91,8 @@ def _summary(plan, elapsed, output_file):
         return 'Nothing to do: %s (imbalance %.3f)%s' % (
             plan.note, plan.imbalance_before, saved)
     waves = max(m.wave for m in plan.moves)
-    return ('Plan: %d live migrations in %d waves, %.0f GiB of RAM; '
+    return ('Plan: %s in %s, %.0f GiB of RAM; '
             'imbalance %.3f -> %.3f; planned in %.2f s%s' % (
-                len(plan.moves), waves, plan.migrated_gb,
+                common.plural(len(plan.moves), 'live migration'),
+                common.plural(waves, 'wave'), plan.migrated_gb,
                 plan.imbalance_before, plan.imbalance_after, elapsed, saved))

@@ -3,6 +3,7 @@
 from osc_lib.command import command
 
 from osc_leveller.core import model
+from osc_leveller.core import options as core_options
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
@@ -25,6 +26,7 @@ class ScoreLeveller(command.Lister):
         parser = super().get_parser(prog_name)
         common.add_snapshot_option(parser)
         common.add_weight_option(parser)
+        common.add_cpu_compatibility_option(parser)
         common.add_long_option(parser)
         parser.add_argument(
             '--summary', action='store_true', default=False,
@@ -36,8 +38,9 @@ class ScoreLeveller(command.Lister):
     def take_action(self, parsed_args):
         snapshot = common.load_snapshot(parsed_args)
         state = state_mod.new_state(snapshot, common.weights(parsed_args))
+        by_model = parsed_args.cpu_compatibility == core_options.CPU_MODEL
         usable = [h for h in snapshot.hypervisors if h.service.usable]
-        domains = {h.name: scoring.domain_of(h) for h in usable}
+        domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(
             {h.name: state.score(h.name) for h in usable}, domains)
         if parsed_args.summary:
@@ -48,10 +51,10 @@ class ScoreLeveller(command.Lister):
         names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         hottest_first = sorted(snapshot.hypervisors,
                                key=lambda h: (-state.score(h.name), h.name))
-        return names, [self._host_row(h, state, parsed_args.long)
+        return names, [self._host_row(h, state, by_model, parsed_args.long)
                        for h in hottest_first]
 
-    def _host_row(self, hyp, state, long):
+    def _host_row(self, hyp, state, by_model, long):
         dims = state.dimensions(hyp.name)
         cpu_used = state.usage(hyp.name, model.VCPU) + state.usage(
             hyp.name, model.PCPU)
@@ -59,13 +62,15 @@ class ScoreLeveller(command.Lister):
         pressures = [p for p in (dims['cpu_pressure'], dims['ram_pressure'])
                      if p is not None]
         row = (
-            hyp.name, hyp.availability_zone, scoring.domain_of(hyp),
+            hyp.name, hyp.availability_zone,
+            scoring.domain_of(hyp, by_model),
             columns.UsageColumn((cpu_used, cpu_cap)),
             columns.UsageColumn((
                 round(state.usage(hyp.name, model.MEMORY_MB) / 1024.0, 1),
                 round(hyp.capacity(model.MEMORY_MB) / 1024.0, 1))),
-            columns.percent(dims['cpu']), columns.percent(dims['ram']),
-            columns.percent(max(pressures)) if pressures else None,
+            columns.PercentColumn(dims['cpu']),
+            columns.PercentColumn(dims['ram']),
+            columns.PercentColumn(max(pressures) if pressures else None),
             columns.ScoreColumn(state.score(hyp.name)),
         )
         if long:
@@ -73,8 +78,8 @@ class ScoreLeveller(command.Lister):
                 hyp.host, hyp.service.status, hyp.service.state,
                 len(state.snapshot.servers_on(hyp.name)),
                 state.load_model.hosts[hyp.name].mode,
-                columns.percent(dims['cpu_pressure']),
-                columns.percent(dims['ram_pressure']),
+                columns.PercentColumn(dims['cpu_pressure']),
+                columns.PercentColumn(dims['ram_pressure']),
             )
         return row
 
@@ -98,8 +103,9 @@ def _summary_lines(snapshot, state, stats):
                       scoring.ALLOCATIONS)
         yield ('Load from Placement allocations for %d of %d hypervisors '
                '(no metrics for them)' % (missing, len(snapshot.hypervisors)))
-    yield 'Imbalance %.3f over %d balancing domains:' % (
-        scoring.pooled_imbalance(stats), len(stats))
+    yield 'Imbalance %.3f over %s:' % (
+        scoring.pooled_imbalance(stats),
+        common.plural(len(stats), 'balancing domain'))
     for s in stats:
         yield '  %-32s %2d hypervisors  imbalance %.3f  gap %.2f' % (
             s.domain, s.hosts, s.imbalance, s.gap)

@@ -79,7 +79,7 @@ class TestServerFilters(unittest.TestCase):
     def test_source_out_of_scope(self):
         servers = [b.server('s1', 'hv1')]
         hyps = [b.hypervisor('hv1', status='disabled'), b.hypervisor('hv2')]
-        self.assertIn('hv1 is disabled: plan balances, it does not drain',
+        self.assertIn('hv1 is disabled: plan only balances usable',
                       check(hyps, servers, 's1', 'hv2'))
         self.assertIn('hv1 is excluded', check(
             pair(), servers, 's1', 'hv2', exclude_hosts=frozenset(['hv1'])))
@@ -155,11 +155,17 @@ class TestDestinationFilters(unittest.TestCase):
                     {'name': 'fast', 'metadata': {'ssd': 'true'}}]),
                 b.hypervisor('hv2'),
                 b.hypervisor('hv3', aggregates=[
-                    {'name': 'fast2', 'metadata': {'ssd': 'true,nvme'}}])]
+                    {'name': 'slow', 'metadata': {'ssd': 'false'}},
+                    {'name': 'fast2', 'metadata': {'ssd': 'true'}}]),
+                b.hypervisor('hv4', aggregates=[
+                    {'name': 'slow', 'metadata': {'ssd': 'false'}}])]
         servers = [b.server('s1', 'hv1', flavor=flavor)]
         self.assertIn('flavor wants aggregate metadata ssd=true, hypervisor '
                       'offers none', check(hyps, servers, 's1', 'hv2'))
         self.assertIsNone(check(hyps, servers, 's1', 'hv3'))
+        self.assertIn('offers false', check(hyps, servers, 's1', 'hv4'))
+        specs['aggregate_instance_extra_specs:ssd'] = '<or> maybe <or> false'
+        self.assertIsNone(check(hyps, servers, 's1', 'hv4'))
 
     def test_scoped_specs_of_other_filters_are_ignored(self):
         flavor = {'vcpus': 2, 'ram': 4096,

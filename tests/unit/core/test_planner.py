@@ -64,6 +64,28 @@ class TestPlanner(unittest.TestCase):
         self.assertEqual({('new1', 'new2')},
                          {(m.source, m.destination) for m in result.moves})
 
+    def test_cpu_features_allow_moves_to_newer_generations(self):
+        def hyp(name, model, *features):
+            return b.hypervisor(name, model=model, cpu_info={
+                'arch': 'x86_64', 'model': model, 'features': list(features)})
+
+        hyps = [hyp('old1', 'Skylake', 'avx2'),
+                hyp('new1', 'Icelake', 'avx2', 'vaes')]
+        servers = [b.server('s%d' % i, 'old1', vcpus=4, ram_gb=16)
+                   for i in range(6)]
+        snap = b.snapshot(hyps, servers)
+        self.assertEqual((), plan(snap).moves)
+        options = opts.PlannerOptions(cpu_compatibility=opts.CPU_FEATURES)
+        result = planner.make_plan(snap, options)
+        self.assertTrue(result.moves)
+        self.assertEqual('az1/x86_64', result.moves[0].domain)
+        replay(snap, result, options)
+        # Back again would lose a CPU feature: never planned.
+        newer = [b.server('n%d' % i, 'new1', vcpus=4, ram_gb=16)
+                 for i in range(6)]
+        result = planner.make_plan(b.snapshot(hyps, newer), options)
+        self.assertEqual((), result.moves)
+
     def test_anti_affinity_group_respected(self):
         hyps, servers = b.three_hosts(hot_servers=4, cool_servers=0)
         servers += [b.server('web1', 'hv1', vcpus=8, ram_gb=32),
@@ -123,7 +145,10 @@ class TestPlanner(unittest.TestCase):
             self.assertNotIn(move.source, hosts)
             self.assertNotIn(move.destination, hosts)
             hosts.update((move.source, move.destination))
-        # Ordered: a later move on the same hypervisor is in a later wave.
+        # Rows are in execution order: wave by wave.
+        waves = [m.wave for m in result.moves]
+        self.assertEqual(sorted(waves), waves)
+        self.assertGreater(waves[-1], 1)
         last = {}
         for move in result.moves:
             for host in (move.source, move.destination):

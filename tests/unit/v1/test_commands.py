@@ -58,7 +58,8 @@ class TestScore(CommandTest):
         self.assertEqual('24 / 128', vcpu.human_readable())
         self.assertEqual({'used': 24, 'capacity': 128.0},
                          vcpu.machine_readable())
-        self.assertEqual(18.8, rows[0][5])
+        self.assertEqual(18.8, rows[0][5].machine_readable())
+        self.assertEqual('', rows[0][7].human_readable())
         self.assertIsInstance(rows[0][8], columns.ScoreColumn)
         # cpu 24/128 allocated, ram 96/128 GiB: (0.1875 + 0.75) / 2
         self.assertEqual(0.4688, rows[0][8].machine_readable())
@@ -77,7 +78,8 @@ class TestScore(CommandTest):
             '--snapshot', 'demo', '--weight', 'ram=0', '--weight',
             'cpu_pressure=0', '--weight', 'ram_pressure=0'])
         for row in cpu_only:
-            self.assertAlmostEqual(row[5] / 100, row[8].machine_readable(),
+            self.assertAlmostEqual(row[5].machine_readable() / 100,
+                                   row[8].machine_readable(),
                                    places=2)
 
     def test_summary(self):
@@ -122,7 +124,8 @@ class TestPlan(CommandTest):
         self.assertEqual(list(range(1, 26)), [r[0] for r in rows])
         self.assertTrue(all(r[6] for r in rows))
         self.assertIn('imbalance 0.092 ->', self.app.stderr.getvalue())
-        imbalance = rows[0][12].machine_readable()
+        self.assertEqual(rows[0][3].split('.')[0], rows[0][8])
+        imbalance = rows[0][13].machine_readable()
         self.assertLess(imbalance['after'], imbalance['before'])
 
     def test_output_file(self):
