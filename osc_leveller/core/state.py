@@ -40,11 +40,6 @@ class State:
         cpu, ram = self._load[hypervisor_name]
         return self.load_model.dimensions(hypervisor_name, cpu, ram)
 
-    def servers_on(self, hypervisor_name):
-        """Server ids on a hypervisor now (a scan: not for hot loops)."""
-        return [s.id for s in self.snapshot.servers
-                if self.host_of(s.id) == hypervisor_name]
-
     def apply(self, server_id, destination):
         """Record a live migration of the server to the destination."""
         server = self.snapshot.server(server_id)

@@ -46,7 +46,7 @@ class ScoreLeveller(command.Lister):
         if parsed_args.summary:
             return DOMAIN_COLUMNS, self._domain_rows(snapshot, stats, domains)
         say = common.StderrWriter(self.app)
-        for line in _summary_lines(snapshot, state, stats):
+        for line in _summary_lines(snapshot, state, stats, domains):
             say(line)
         names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         hottest_first = sorted(snapshot.hypervisors,
@@ -84,28 +84,29 @@ class ScoreLeveller(command.Lister):
         return row
 
     def _domain_rows(self, snapshot, stats, domains):
-        rows = []
-        for s in stats:
-            members = [snapshot.hypervisor(h) for h, d in domains.items()
-                       if d == s.domain]
-            rows.append((
-                s.domain, s.hosts, columns.ScoreColumn(s.mean),
-                round(s.imbalance, 4), round(s.gap, 4), s.hottest, s.coolest,
-                scoring.n_plus_one(members) or 'yes'))
-        return rows
+        return [(s.domain, s.hosts, columns.ScoreColumn(s.mean),
+                 round(s.imbalance, 4), round(s.gap, 4), s.hottest, s.coolest,
+                 _n_plus_one(snapshot, s.domain, domains))
+                for s in stats]
 
 
-def _summary_lines(snapshot, state, stats):
-    modes = {state.load_model.hosts[h.name].mode for h in snapshot.hypervisors}
-    if scoring.ALLOCATIONS in modes:
-        missing = sum(1 for h in snapshot.hypervisors
-                      if state.load_model.hosts[h.name].mode ==
-                      scoring.ALLOCATIONS)
+def _n_plus_one(snapshot, domain, domains):
+    members = [snapshot.hypervisor(h) for h, d in domains.items()
+               if d == domain]
+    return scoring.n_plus_one(members) or 'yes'
+
+
+def _summary_lines(snapshot, state, stats, domains):
+    missing = sum(1 for h in snapshot.hypervisors
+                  if state.load_model.hosts[h.name].mode ==
+                  scoring.ALLOCATIONS)
+    if missing:
         yield ('Load from Placement allocations for %d of %d hypervisors '
                '(no metrics for them)' % (missing, len(snapshot.hypervisors)))
     yield 'Imbalance %.3f over %s:' % (
         scoring.pooled_imbalance(stats),
         common.plural(len(stats), 'balancing domain'))
     for s in stats:
-        yield '  %-32s %2d hypervisors  imbalance %.3f  gap %.2f' % (
-            s.domain, s.hosts, s.imbalance, s.gap)
+        yield '  %-32s %2d hypervisors  imbalance %.3f  gap %.2f  N+1 %s' % (
+            s.domain, s.hosts, s.imbalance, s.gap,
+            _n_plus_one(snapshot, s.domain, domains))

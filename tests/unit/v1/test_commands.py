@@ -67,6 +67,7 @@ class TestScore(CommandTest):
         summary = self.app.stderr.getvalue()
         self.assertIn('Load from Placement allocations for 3 of 3', summary)
         self.assertIn('az1/Gen1', summary)
+        self.assertIn('N+1 yes', summary)
 
     def test_long_and_weights(self):
         _, rows = self.run_cmd(score.ScoreLeveller,
