@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""The devcloud's API side: catalog, flavors, AZs, scenarios, status.
+
+Called by the devcloud script with the devcloud venv's Python:
+
+    devcloud_setup.py catalog
+    devcloud_setup.py wait-computes N
+    devcloud_setup.py post-start COMPUTES_DIR
+    devcloud_setup.py hypervisors SCENARIO       print the scenario's SPECs
+    devcloud_setup.py delete-service HOST
+    devcloud_setup.py clear                      delete all servers and groups
+    devcloud_setup.py load SCENARIO COMPUTES_DIR
+    devcloud_setup.py status
+"""
+
+import os
+import sys
+import time
+
+import openstack
+import yaml
+
+KEYSTONE_PORT = os.environ.get('KEYSTONE_PORT', '5000')
+PORTS = {
+    'compute': ('nova', os.environ.get('NOVA_PORT', '8774'), '/v2.1'),
+    'placement': ('placement', os.environ.get('PLACEMENT_PORT', '8778'), ''),
+    'image': ('glance', os.environ.get('GLANCE_PORT', '9292'), ''),
+    'network': ('neutron', os.environ.get('NEUTRON_PORT', '9696'), ''),
+}
+FLAVORS = [('m1.tiny', 1, 512, 1), ('m1.small', 1, 2048, 20),
+           ('m1.medium', 2, 4096, 40), ('m1.large', 4, 8192, 80),
+           ('m1.xlarge', 8, 16384, 160)]
+IMAGE_ID = '11111111-1111-4111-8111-111111111111'  # served by the fake Glance
+LOAD_KEYS = {'cpu': 'devcloud:cpu', 'mem': 'devcloud:mem'}
+
+
+def conn():
+    return openstack.connect(
+        auth_url='http://127.0.0.1:%s/v3' % KEYSTONE_PORT,
+        username='admin', password=os.environ.get('ADMIN_PASSWORD', 'admin'),
+        project_name='admin', user_domain_name='Default',
+        project_domain_name='Default', region_name='RegionOne',
+        identity_api_version='3', compute_api_version='2.95')
+
+
+def catalog():
+    c = conn()
+    have = {s.type for s in c.identity.services()}
+    for stype, (name, port, suffix) in PORTS.items():
+        if stype in have:
+            continue
+        svc = c.identity.create_service(name=name, type=stype, enabled=True)
+        for iface in ('public', 'internal', 'admin'):
+            c.identity.create_endpoint(
+                service_id=svc.id, interface=iface, region_id='RegionOne',
+                url='http://127.0.0.1:%s%s' % (port, suffix))
+        print('catalog: %s -> 127.0.0.1:%s%s' % (stype, port, suffix))
+
+
+def wait_computes(n, timeout=240):
+    c = conn()
+    started = time.time()
+    while time.time() - started < timeout:
+        try:
+            up = [s for s in c.compute.services(binary='nova-compute')
+                  if s.state == 'up']
+            hyps = list(c.compute.hypervisors())
+            rps = list(c.placement.resource_providers())
+            if len(up) >= n and len(hyps) >= n and len(rps) >= n:
+                print('%d computes up, %d hypervisors, %d resource providers '
+                      'after %.0f s' % (len(up), len(hyps), len(rps),
+                                        time.time() - started))
+                return
+        except openstack.exceptions.SDKException as exc:
+            print('waiting: %s' % exc)
+        time.sleep(2)
+    sys.exit('timeout waiting for %d computes' % n)
+
+
+def post_start(computes_dir):
+    """Flavors, and each hypervisor in the aggregate of its AZ only."""
+    c = conn()
+    have = {f.name for f in c.compute.flavors()}
+    for name, vcpus, ram, disk in FLAVORS:
+        if name not in have:
+            c.compute.create_flavor(name=name, vcpus=vcpus, ram=ram,
+                                    disk=disk, is_public=True)
+    wanted = {}
+    for host in sorted(os.listdir(computes_dir)):
+        path = os.path.join(computes_dir, host, 'az')
+        if os.path.exists(path):
+            wanted[host] = open(path).read().strip()
+    aggregates = {a.name: c.compute.get_aggregate(a.id)
+                  for a in c.compute.aggregates()}
+    for host, az in wanted.items():
+        for name, agg in aggregates.items():
+            if name.startswith('agg-') and host in (agg.hosts or []) and \
+                    name != 'agg-' + az:
+                c.compute.remove_host_from_aggregate(agg, host)
+        if not az:
+            continue
+        name = 'agg-' + az
+        if name not in aggregates:
+            aggregates[name] = c.compute.create_aggregate(
+                name=name, availability_zone=az)
+        if host in (aggregates[name].hosts or []):
+            continue
+        for _ in range(60):
+            try:
+                c.compute.add_host_to_aggregate(aggregates[name], host)
+                break
+            except openstack.exceptions.NotFoundException:
+                time.sleep(1)  # not mapped to a cell yet
+    print('flavors and AZ aggregates: %s' % wanted)
+
+
+def read_scenario(path):
+    with open(path) as f:
+        scenario = yaml.safe_load(f)
+    if not isinstance(scenario, dict) or not scenario.get('hypervisors'):
+        sys.exit('%s: a scenario needs a list of hypervisors' % path)
+    return scenario
+
+
+def hypervisor_specs(path):
+    for h in read_scenario(path)['hypervisors']:
+        print(':'.join(str(v) for v in (
+            h['name'], h['vcpus'], h['memory_mb'], h.get('disk_gb', 1000),
+            h.get('cpu_model', 'Nehalem'), '+'.join(h.get('features', [])),
+            h.get('az', ''), h.get('cpu_ratio', 4.0), h.get('ram_ratio', 1.0),
+            h.get('reserved_mb', 0))))
+
+
+def delete_service(host):
+    c = conn()
+    for svc in c.compute.services(binary='nova-compute', host=host):
+        c.compute.delete_service(svc)
+        print('deleted compute service %s' % host)
+
+
+def clear(c):
+    """Delete every server and server group, and wait until they are gone."""
+    servers = list(c.compute.servers(all_projects=True))
+    for server in servers:
+        if server.is_locked:
+            c.compute.unlock_server(server)
+        c.compute.delete_server(server)
+    for server in servers:
+        c.compute.wait_for_delete(server, wait=300)
+    for group in c.compute.server_groups(all_projects=True):
+        c.compute.delete_server_group(group)
+
+
+def expand(entries):
+    """Server entries with count: name 'web-{i}' becomes web-1, web-2 ..."""
+    for entry in entries:
+        count = int(entry.get('count', 1))
+        for i in range(1, count + 1):
+            item = dict(entry)
+            item['name'] = entry['name'].format(i=i)
+            yield item
+
+
+def load(path, computes_dir):
+    scenario = read_scenario(path)
+    c = conn()
+    started = time.time()
+    clear(c)
+    post_start(computes_dir)
+    have = {f.name: f for f in c.compute.flavors()}
+    for f in scenario.get('flavors', []):
+        if f['name'] not in have:
+            have[f['name']] = c.compute.create_flavor(
+                name=f['name'], vcpus=f['vcpus'], ram=f['ram'],
+                disk=f.get('disk', 10), is_public=True)
+    groups = {}
+    for g in scenario.get('server_groups', []):
+        groups[g['name']] = c.compute.create_server_group(
+            name=g['name'], policy=g['policy'], rules=g.get('rules') or {})
+    azs = {h['name']: h.get('az') or 'nova' for h in scenario['hypervisors']}
+    created = []
+    for entry in expand(scenario.get('servers', [])):
+        metadata = {LOAD_KEYS[k]: str(v)
+                    for k, v in (entry.get('load') or {}).items()}
+        metadata.update(entry.get('metadata') or {})
+        kwargs = {}
+        if entry.get('group'):
+            kwargs['scheduler_hints'] = {'group': groups[entry['group']].id}
+        server = c.compute.create_server(
+            name=entry['name'], flavor_id=have[entry['flavor']].id,
+            image_id=IMAGE_ID, networks='none', metadata=metadata,
+            availability_zone='%s:%s' % (azs[entry['host']], entry['host']),
+            **kwargs)
+        created.append((server, entry))
+    for server, entry in created:
+        c.compute.wait_for_server(server, status='ACTIVE', wait=600,
+                                  interval=1)
+    for server, entry in created:
+        state = entry.get('state', 'active')
+        if state == 'paused':
+            c.compute.pause_server(server)
+            c.compute.wait_for_server(server, status='PAUSED', wait=120)
+        elif state == 'shutoff':
+            c.compute.stop_server(server)
+            c.compute.wait_for_server(server, status='SHUTOFF', wait=120)
+        elif state == 'locked':
+            c.compute.lock_server(server, locked_reason='devcloud scenario')
+        elif state != 'active':
+            sys.exit('%s: unknown state %r' % (entry['name'], state))
+    print('scenario %s: %d servers in %.0f s' % (
+        os.path.basename(path), len(created), time.time() - started))
+
+
+def status():
+    c = conn()
+    for s in c.compute.services():
+        print('service %-15s %-10s %-8s %-4s %s' % (
+            s.binary, s.host, s.status, s.state, s.availability_zone))
+    for rp in c.placement.resource_providers():
+        inv = {i.resource_class: (i.total, i.allocation_ratio, i.reserved)
+               for i in c.placement.resource_provider_inventories(rp)}
+        print('hypervisor %-8s VCPU %s MEMORY_MB %s' % (
+            rp.name, inv.get('VCPU'), inv.get('MEMORY_MB')))
+    print('servers: %d' % len(list(c.compute.servers(all_projects=True))))
+
+
+def main(argv):
+    commands = {
+        'catalog': (catalog, 0), 'wait-computes': (wait_computes, 1),
+        'post-start': (post_start, 1), 'hypervisors': (hypervisor_specs, 1),
+        'delete-service': (delete_service, 1), 'load': (load, 2),
+        'clear': (lambda: clear(conn()), 0),
+        'status': (status, 0),
+    }
+    if len(argv) < 2 or argv[1] not in commands or \
+            len(argv) - 2 != commands[argv[1]][1]:
+        sys.exit(__doc__)
+    func, _ = commands[argv[1]]
+    args = argv[2:]
+    if argv[1] == 'wait-computes':
+        args = [int(args[0])]
+    func(*args)
+
+
+if __name__ == '__main__':
+    main(sys.argv)
