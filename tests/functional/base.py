@@ -1,0 +1,98 @@
+"""Helpers for functional tests against the devcloud (tools/devcloud).
+
+The tests drive real commands: the devcloud script, the `openstack` shell of
+this environment (python-openstackclient plus this plugin) and Prometheus'
+HTTP API, all on 127.0.0.1. Run them with `tox -e functional`, which brings
+the devcloud up around them.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEVCLOUD = ROOT / 'tools' / 'devcloud' / 'devcloud'
+SCENARIOS = ROOT / 'tools' / 'devcloud' / 'scenarios'
+PROMETHEUS = 'http://127.0.0.1:%s' % os.environ.get('PROMETHEUS_PORT', '9090')
+
+
+def devcloud(*args, timeout=900):
+    result = subprocess.run([str(DEVCLOUD)] + list(args), capture_output=True,
+                            text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError('devcloud %s failed (%d):\n%s' % (
+            ' '.join(args), result.returncode, result.stderr[-3000:]))
+    return result.stdout
+
+
+def openstack(*args, parse=True, check=True, timeout=300):
+    """Run the openstack shell on the devcloud; -f json output parsed."""
+    exe = shutil.which('openstack', path=os.path.dirname(sys.executable)) \
+        or shutil.which('openstack')
+    command = [exe, '--os-cloud', 'devcloud'] + list(args)
+    if parse:
+        command += ['-f', 'json']
+    result = subprocess.run(command, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError('openstack %s failed (%d):\n%s' % (
+            ' '.join(args), result.returncode, result.stderr[-3000:]))
+    if not parse:
+        return result
+    return json.loads(result.stdout or 'null')
+
+
+def promql(query):
+    """Instant query: {hypervisor (or uuid): value}."""
+    url = '%s/api/v1/query?%s' % (PROMETHEUS, urllib.parse.urlencode(
+        {'query': query}))
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.load(response)
+    assert body['status'] == 'success', body
+    values = {}
+    for item in body['data']['result']:
+        metric = item['metric']
+        key = metric.get('hypervisor') if 'uuid' not in metric \
+            else metric['uuid']
+        values[key] = float(item['value'][1])
+    return values
+
+
+def connection():
+    import openstack
+    return openstack.connect(cloud='devcloud')
+
+
+def wait_for(predicate, timeout, interval=2, message='condition'):
+    """Poll predicate() until it returns a true value; return that value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError('timed out after %d s waiting for %s (last: %r)' % (
+        timeout, message, last))
+
+
+class DevcloudTestCase(unittest.TestCase):
+    """Loads SCENARIO once for the class (it replaces all servers)."""
+
+    SCENARIO = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if 'OS_CLIENT_CONFIG_FILE' not in os.environ:
+            raise RuntimeError('OS_CLIENT_CONFIG_FILE is not set: run the '
+                               'functional tests with tox -e functional')
+        if cls.SCENARIO:
+            devcloud('load', cls.SCENARIO)

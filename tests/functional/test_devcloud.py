@@ -1,0 +1,165 @@
+"""The devcloud itself: Nova, Placement and Prometheus as the scenarios say."""
+
+import yaml
+
+from tests.functional import base
+
+CPU = ('1 - avg by (hypervisor) '
+       '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
+CPU_PRESSURE = 'rate(node_pressure_cpu_waiting_seconds_total[10s])'
+
+
+def scenario(name):
+    with open(base.SCENARIOS / ('%s.yaml' % name)) as f:
+        return yaml.safe_load(f)
+
+
+class TestHotHost(base.DevcloudTestCase):
+    SCENARIO = 'hot-host'
+
+    def test_hypervisors_and_inventories(self):
+        wanted = {h['name']: h for h in scenario('hot-host')['hypervisors']}
+        hypervisors = base.openstack('hypervisor', 'list')
+        self.assertEqual(set(wanted), {h['Hypervisor Hostname']
+                                       for h in hypervisors})
+        self.assertEqual({'up'}, {h['State'] for h in hypervisors})
+        conn = base.connection()
+        for rp in conn.placement.resource_providers():
+            spec = wanted[rp.name]
+            inventory = {i.resource_class: i for i in
+                         conn.placement.resource_provider_inventories(rp)}
+            self.assertEqual(spec['vcpus'], inventory['VCPU'].total)
+            self.assertEqual(spec['cpu_ratio'],
+                             inventory['VCPU'].allocation_ratio)
+            self.assertEqual(spec['memory_mb'], inventory['MEMORY_MB'].total)
+            self.assertEqual(spec['reserved_mb'],
+                             inventory['MEMORY_MB'].reserved)
+
+    def test_prometheus_has_series_for_every_hypervisor_and_server(self):
+        hypervisors = {h['name'] for h in scenario('hot-host')['hypervisors']}
+        memory = base.wait_for(
+            lambda: base.promql('node_memory_MemTotal_bytes'), 60,
+            message='node series in Prometheus')
+        self.assertEqual(hypervisors, set(memory))
+        self.assertEqual({64 * 1024 ** 3}, set(memory.values()))
+        servers = {s['ID'] for s in base.openstack('server', 'list',
+                                                   '--all-projects')}
+        cpu = base.wait_for(
+            lambda: base.promql('libvirt_domain_info_cpu_time_seconds_total'),
+            60, message='libvirt series in Prometheus')
+        self.assertEqual(servers, set(cpu))
+        busy = base.wait_for(lambda: base.promql(CPU).get('hv01'), 60,
+                             message='a CPU rate for hv01')
+        idle = base.promql(CPU)['hv02']
+        self.assertGreater(busy, 0.9)
+        self.assertLess(idle, 0.2)
+        self.assertGreater(base.promql(CPU_PRESSURE)['hv01'], 0.1)
+
+    def test_host_metrics_follow_a_live_migration(self):
+        base.wait_for(lambda: len(base.promql(CPU)) == 4, 60,
+                      message='CPU rates for the 4 hypervisors')
+        before_cpu = base.promql(CPU)
+        before_pressure = base.promql(CPU_PRESSURE)
+        base.openstack('server', 'migrate', '--live-migration', '--host',
+                       'hv03', '--wait', 'busy-1', parse=False)
+        server = base.openstack('server', 'show', 'busy-1')
+        self.assertEqual('hv03', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('ACTIVE', server['status'])
+        # busy-1 is 4 vCPUs at 90 %: 3.6 of hv03's 16 threads.
+        base.wait_for(
+            lambda: base.promql(CPU)['hv03'] > before_cpu['hv03'] + 0.18,
+            60, message='hv03 CPU to rise by 3.6 threads')
+        base.wait_for(
+            lambda: base.promql(CPU_PRESSURE)['hv01'] <
+            before_pressure['hv01'] - 0.05,
+            60, message='hv01 CPU pressure to fall')
+
+    def test_failed_migration_rolls_back_to_the_source(self):
+        base.devcloud('fault', 'hv04', 'fail-incoming')
+        self.addCleanup(base.devcloud, 'fault', 'hv04', 'clear')
+        base.openstack('server', 'migrate', '--live-migration', '--host',
+                       'hv04', '--wait', 'busy-2', parse=False, check=False)
+        server = base.openstack('server', 'show', 'busy-2')
+        self.assertEqual('hv01', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('ACTIVE', server['status'])
+        conn = base.connection()
+        migrations = list(conn.compute.migrations(instance_uuid=server['id']))
+        self.assertEqual(['failed'], [m.status for m in migrations])
+        self.assertEqual('hv04', migrations[0].dest_compute)
+
+
+class TestMixed(base.DevcloudTestCase):
+    SCENARIO = 'mixed'
+
+    def test_azs_cpu_models_ratios_and_states(self):
+        spec = scenario('mixed')
+        wanted = {h['name']: h for h in spec['hypervisors']}
+        conn = base.connection()
+        for rp in conn.placement.resource_providers():
+            h = wanted[rp.name]
+            inventory = {i.resource_class: i for i in
+                         conn.placement.resource_provider_inventories(rp)}
+            self.assertEqual(h['cpu_ratio'],
+                             inventory['VCPU'].allocation_ratio, rp.name)
+            self.assertEqual(h.get('ram_ratio', 1.0),
+                             inventory['MEMORY_MB'].allocation_ratio, rp.name)
+            self.assertEqual(h['reserved_mb'],
+                             inventory['MEMORY_MB'].reserved, rp.name)
+            traits = set(conn.placement.get(
+                '/resource_providers/%s/traits' % rp.id,
+                microversion='1.6').json()['traits'])
+            # The fake driver reports the features os-traits knows as traits.
+            known = {'HW_CPU_X86_AVX', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_AVX512F',
+                     'HW_CPU_X86_AVX512VNNI'}
+            expected = {'HW_CPU_X86_' + f.upper() for f in h['features']}
+            self.assertEqual(expected & known, traits & known, rp.name)
+        zones = {a['Name']: a for a in base.openstack('aggregate', 'list',
+                                                      '--long')}
+        self.assertEqual('az1', zones['agg-az1']['Availability Zone'])
+        servers = {s['Name']: s for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')}
+        self.assertEqual(sum(s.get('count', 1) for s in spec['servers']),
+                         len(servers))
+        self.assertEqual('PAUSED', servers['paused-1']['Status'])
+        self.assertEqual('SHUTOFF', servers['shutoff-1']['Status'])
+        self.assertTrue(base.openstack('server', 'show',
+                                       'locked-1')['locked'])
+        self.assertEqual('az2', servers['db-1']['Availability Zone'])
+        groups = {g['Name']: g for g in base.openstack(
+            'server', 'group', 'list', '--all-projects')}
+        self.assertEqual('anti-affinity', groups['web']['Policy'])
+        self.assertEqual('affinity', groups['cache']['Policy'])
+
+    def test_cpu_compatibility_is_enforced_by_nova(self):
+        # db-2 runs on Icelake (hv06); Skylake hv04 lacks its sha_ni and
+        # avx512vnni, so Nova's pre-checks refuse the live migration.
+        result = base.openstack('server', 'migrate', '--live-migration',
+                                '--host', 'hv04', '--wait', 'db-2',
+                                parse=False, check=False)
+        self.assertEqual(1, result.returncode)
+        self.assertIn('No valid host was found', result.stderr)
+        server = base.openstack('server', 'show', 'db-2')
+        self.assertEqual('hv06', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('ACTIVE', server['status'])
+        migrations = base.connection().compute.migrations(
+            instance_uuid=server['id'])
+        self.assertEqual(['error'], [m.status for m in migrations])
+
+
+class TestNearFull(base.DevcloudTestCase):
+    SCENARIO = 'near-full'
+
+    def test_memory_nearly_allocated(self):
+        conn = base.connection()
+        for rp in conn.placement.resource_providers():
+            inventory = {i.resource_class: i for i in
+                         conn.placement.resource_provider_inventories(rp)}
+            memory = inventory['MEMORY_MB']
+            capacity = (memory.total - memory.reserved) * \
+                memory.allocation_ratio
+            usages = conn.placement.get(
+                '/resource_providers/%s/usages' % rp.id).json()['usages']
+            used = usages['MEMORY_MB'] / capacity
+            self.assertGreater(used, 0.6, rp.name)
+            if rp.name in ('hv01', 'hv02'):
+                self.assertGreater(used, 0.9, rp.name)
