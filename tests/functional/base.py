@@ -65,6 +65,19 @@ def promql(query):
     return values
 
 
+def promql_for(query, keys, timeout=60):
+    """promql(query) once its series are exactly `keys`.
+
+    Series of hypervisors or servers a scenario load removed stay until the
+    first scrape after the exporter's next poll.
+    """
+    keys = set(keys)
+    return wait_for(
+        lambda: (lambda values: values if set(values) == keys else None)(
+            promql(query)),
+        timeout, message='%s for exactly %s' % (query, sorted(keys)))
+
+
 def connection():
     import openstack
     return openstack.connect(cloud='devcloud')

@@ -37,24 +37,16 @@ class TestHotHost(base.DevcloudTestCase):
 
     def test_prometheus_has_series_for_every_hypervisor_and_server(self):
         hypervisors = {h['name'] for h in scenario('hot-host')['hypervisors']}
-        memory = base.wait_for(
-            lambda: (lambda found: set(found) == hypervisors and found)(
-                base.promql('node_memory_MemTotal_bytes')),
-            60, message='node series for exactly the hypervisors in Nova')
+        memory = base.promql_for('node_memory_MemTotal_bytes', hypervisors)
         self.assertEqual({64 * 1024 ** 3}, set(memory.values()))
         servers = {s['ID'] for s in base.openstack('server', 'list',
                                                    '--all-projects')}
-        # Series of the servers a scenario load deleted go stale at the next
-        # scrape after the exporter's next poll.
-        base.wait_for(
-            lambda: set(base.promql(
-                'libvirt_domain_info_cpu_time_seconds_total')) == servers,
-            60, message='libvirt series for exactly the servers in Nova')
-        busy = base.wait_for(lambda: base.promql(CPU).get('hv01'), 60,
-                             message='a CPU rate for hv01')
-        idle = base.promql(CPU)['hv02']
-        self.assertGreater(busy, 0.9)
-        self.assertLess(idle, 0.2)
+        base.promql_for('libvirt_domain_info_cpu_time_seconds_total', servers)
+        # hv01's servers want 24.6 of its 16 threads; the rate window needs
+        # a few seconds after a scenario load to cover only the new servers.
+        base.wait_for(lambda: base.promql(CPU).get('hv01', 0) > 0.95, 60,
+                      message='hv01 CPU busy')
+        self.assertLess(base.promql(CPU)['hv02'], 0.2)
         self.assertGreater(base.promql(CPU_PRESSURE)['hv01'], 0.1)
 
     def test_host_metrics_follow_a_live_migration(self):
