@@ -2,6 +2,8 @@
 
 from osc_lib import exceptions
 
+from osc_leveller.cloud import collect
+from osc_leveller.cloud import connection
 from osc_leveller.core import options as core_options
 from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
@@ -11,9 +13,10 @@ def add_snapshot_option(parser):
     parser.add_argument(
         '--snapshot',
         metavar='<demo|file>',
-        help='Read the cloud from a snapshot: "demo" for the bundled demo '
-             'cloud, or the path of a snapshot file (format '
-             'osc-leveller-snapshot/1, or a Watcher baseline cluster file)')
+        help='Read the cloud from a snapshot instead of the live cloud: '
+             '"demo" for the bundled demo cloud, or the path of a snapshot '
+             'file (format osc-leveller-snapshot/1, or a Watcher baseline '
+             'cluster file)')
 
 
 def add_weight_option(parser):
@@ -50,14 +53,22 @@ def add_long_option(parser):
         help='List additional fields in output')
 
 
-def load_snapshot(parsed_args):
-    if not parsed_args.snapshot:
-        raise exceptions.CommandError(
-            'reading a live cloud is not available yet: pass --snapshot demo '
-            'or --snapshot FILE')
+def load_snapshot(parsed_args, app):
+    """The --snapshot file, or the live cloud the shell was pointed at."""
     try:
-        return snapshot_io.load(parsed_args.snapshot)
+        if parsed_args.snapshot:
+            return snapshot_io.load(parsed_args.snapshot)
+        return snapshot_io.parse(read_cloud(app), origin='the cloud')
     except snapshot_io.SnapshotError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+
+
+def read_cloud(app):
+    """The live cloud as a snapshot document, or CommandError."""
+    try:
+        conn = connection.open_connection(app.cloud_config, app.options)
+        return collect.Collector(conn).collect()
+    except collect.CollectError as exc:
         raise exceptions.CommandError(str(exc)) from exc
 
 

@@ -20,7 +20,7 @@ EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
 class PlanLeveller(command.Lister):
     """Plan live migrations that even out hypervisor load, each explained"""
 
-    auth_required = False  # a snapshot needs no cloud; live reads log in
+    auth_required = False  # a snapshot needs no cloud; live runs connect
     need_sort_by_cliff = False  # rows are in execution order
 
     def get_parser(self, prog_name):
@@ -37,7 +37,7 @@ class PlanLeveller(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        snapshot = common.load_snapshot(parsed_args)
+        snapshot = common.load_snapshot(parsed_args, self.app)
         options = common.planner_options(parsed_args, snapshot)
         if parsed_args.explain:
             return self._explain(snapshot, options, parsed_args.explain)

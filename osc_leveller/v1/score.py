@@ -20,7 +20,7 @@ DOMAIN_COLUMNS = ('Domain', 'Hypervisors', 'Mean Score', 'Imbalance', 'Gap',
 class ScoreLeveller(command.Lister):
     """Show the load score of every hypervisor and the imbalance per domain"""
 
-    auth_required = False  # a snapshot needs no cloud; live reads log in
+    auth_required = False  # a snapshot needs no cloud; live runs connect
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -36,7 +36,7 @@ class ScoreLeveller(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        snapshot = common.load_snapshot(parsed_args)
+        snapshot = common.load_snapshot(parsed_args, self.app)
         state = state_mod.new_state(snapshot, common.weights(parsed_args))
         by_model = parsed_args.cpu_compatibility == core_options.CPU_MODEL
         usable = [h for h in snapshot.hypervisors if h.service.usable]
@@ -107,6 +107,6 @@ def _summary_lines(snapshot, state, stats, domains):
         scoring.pooled_imbalance(stats),
         common.plural(len(stats), 'balancing domain'))
     for s in stats:
-        yield '  %-32s %2d hypervisors  imbalance %.3f  gap %.2f  N+1 %s' % (
-            s.domain, s.hosts, s.imbalance, s.gap,
-            _n_plus_one(snapshot, s.domain, domains))
+        yield '  %-32s %15s  imbalance %.3f  gap %.2f  N+1 %s' % (
+            s.domain, common.plural(s.hosts, 'hypervisor'), s.imbalance,
+            s.gap, _n_plus_one(snapshot, s.domain, domains))

@@ -2,14 +2,19 @@ import io
 import json
 import os
 import tempfile
+from unittest import mock
 
 from osc_lib import exceptions
 from osc_lib.test import base
 
+from osc_leveller.cloud import collect
+from osc_leveller.cloud import connection
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score
+from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
 
 
@@ -17,6 +22,9 @@ class CommandTest(base.TestCommand):
     def setUp(self):
         super().setUp()
         self.app.stderr = io.StringIO()
+        # What the openstack shell gives a command to find the cloud with.
+        self.app.cloud_config = mock.Mock()
+        self.app.options = mock.Mock(cloud='devcloud')
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
@@ -91,9 +99,14 @@ class TestScore(CommandTest):
         self.assertEqual(39, sum(r[1] for r in rows))
         self.assertTrue(all(r[7] for r in rows))
 
+    def test_live_cloud_errors_are_command_errors(self):
+        refused = collect.CollectError('cannot connect to the cloud: no auth')
+        with mock.patch.object(connection, 'open_connection',
+                               side_effect=refused):
+            self.assert_command_error(score.ScoreLeveller, [],
+                                      'cannot connect to the cloud')
+
     def test_bad_input(self):
-        self.assert_command_error(score.ScoreLeveller, [],
-                                  'pass --snapshot demo')
         self.assert_command_error(score.ScoreLeveller,
                                   ['--snapshot', '/nonexistent.json'],
                                   'does not exist')
@@ -184,3 +197,41 @@ class TestPlan(CommandTest):
                                       ['--snapshot', 'demo'] + args, message)
         self.assertRaises(base.ParserException, self.run_cmd,
                           plan.PlanLeveller, ['--max-moves', 'many'])
+
+
+class TestSnapshot(CommandTest):
+    def live(self, document):
+        return mock.patch.multiple(
+            'osc_leveller.v1.common',
+            connection=mock.Mock(),
+            collect=mock.Mock(CollectError=collect.CollectError, Collector=(
+                lambda conn: mock.Mock(collect=lambda: document))))
+
+    def test_writes_the_live_state(self):
+        hyps, servers = b.three_hosts()
+        document = b.document(hyps, servers)
+        path = os.path.join(self.tmp.name, 'live.json')
+        with self.live(document):
+            names, values = self.run_cmd(snapshot.SnapshotLeveller,
+                                         ['--output-file', path])
+        self.assertEqual(('File', 'Taken At', 'Hypervisors', 'Servers',
+                          'Server Groups', 'Migrations'), names)
+        self.assertEqual((path, b.TAKEN_AT, 3, 8, 0, 0), values)
+        self.assertEqual(3, len(snapshot_io.load(path).hypervisors))
+
+    def test_errors(self):
+        self.assertRaises(base.ParserException, self.run_cmd,
+                          snapshot.SnapshotLeveller, [])
+        hyps, servers = b.three_hosts()
+        with self.live(b.document(hyps, servers)):
+            self.assert_command_error(
+                snapshot.SnapshotLeveller,
+                ['--output-file', os.path.join(self.tmp.name, 'no', 'x')],
+                'cannot write snapshot file')
+        bad = b.document(hyps, servers)
+        bad['servers'][0]['hypervisor'] = 'hv9'
+        with self.live(bad):
+            self.assert_command_error(
+                snapshot.SnapshotLeveller,
+                ['--output-file', os.path.join(self.tmp.name, 'y')],
+                "unknown hypervisor 'hv9'")
