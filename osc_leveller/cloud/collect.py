@@ -15,6 +15,8 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
+from osc_leveller.core import model
+
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
 COMPUTE_MIN = '2.64'
@@ -180,8 +182,8 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
              if not rp.parent_provider_id}
     children = {rp.id: rp for rp, _ in providers if rp.parent_provider_id}
     in_flight = {m.id for m in migrations
-                 if m.status not in ('completed', 'confirmed', 'reverted',
-                                     'error', 'failed', 'cancelled', 'done')}
+                 if (m.status or '').lower() not in
+                 model.FINAL_MIGRATION_STATUSES}
 
     docs = []
     consumers = {}  # server id -> resources on its root provider
