@@ -186,14 +186,16 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
                  model.FINAL_MIGRATION_STATUSES}
 
     docs = []
+    left_out = []
     consumers = {}  # server id -> resources on its root provider
     child_use = {}  # server id -> child providers it allocates from
     for hyp in hypervisors:
         name = hyp['hypervisor_hostname']
         host = (hyp.get('service') or {}).get('host') or name
         root = roots.get(name)
-        if root is None:
-            continue  # not reported to Placement yet: nothing to plan with
+        if root is None:  # not reported to Placement yet: nothing to plan with
+            left_out.append(name)
+            continue
         rp, inventory = root
         service = by_host.get(host)
         usages = {}
@@ -263,10 +265,14 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
             doc['resources'] = consumers[server.id]
         server_docs.append(doc)
 
+    source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
+    if left_out:
+        source['note'] = ('left out, no resource provider in Placement: %s'
+                          % ', '.join(sorted(left_out)))
     return {
         'format': 'osc-leveller-snapshot/1',
         'taken_at': _iso(now),
-        'source': {'kind': 'cloud', 'cloud': cloud, 'region': region},
+        'source': source,
         'hypervisors': docs,
         'servers': server_docs,
         'server_groups': [{

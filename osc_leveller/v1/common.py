@@ -57,10 +57,14 @@ def load_snapshot(parsed_args, app):
     """The --snapshot file, or the live cloud the shell was pointed at."""
     try:
         if parsed_args.snapshot:
-            return snapshot_io.load(parsed_args.snapshot)
-        return snapshot_io.parse(read_cloud(app), origin='the cloud')
+            snap = snapshot_io.load(parsed_args.snapshot)
+        else:
+            snap = snapshot_io.parse(read_cloud(app), origin='the cloud')
     except snapshot_io.SnapshotError as exc:
         raise exceptions.CommandError(str(exc)) from exc
+    if snap.source.get('note'):
+        StderrWriter(app)('Note: %s' % snap.source['note'])
+    return snap
 
 
 def read_cloud(app):

@@ -77,7 +77,10 @@ def cloud(n_hosts, groups=3, group_page=None):
                  'cpu_info': json.dumps({'arch': 'x86_64', 'model': 'M',
                                          'features': ['avx2']})}
                 for h in hosts] + [{'hypervisor_hostname': 'bm1',
-                                    'hypervisor_type': 'ironic'}]}
+                                    'hypervisor_type': 'ironic'},
+                                   {'hypervisor_hostname': 'new1',
+                                    'hypervisor_type': 'fake',
+                                    'service': {'host': 'new1'}}]}
         if url.startswith('/os-server-groups'):
             everything = [{'id': 'g%d' % i, 'name': 'g%d' % i,
                            'policy': 'anti-affinity', 'rules': {},
@@ -144,6 +147,8 @@ class TestCollect(unittest.TestCase):
         self.assertTrue(snap.migrations[0].in_progress)
         self.assertEqual(3, len(snap.server_groups))
         self.assertEqual('cloud', snap.source['kind'])
+        self.assertEqual('left out, no resource provider in Placement: new1',
+                         snap.source['note'])
 
     def test_compute_calls_do_not_grow_with_hypervisors(self):
         counts = []

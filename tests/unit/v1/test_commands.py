@@ -40,6 +40,14 @@ class CommandTest(base.TestCommand):
         parsed = self.check_parser(cmd, args, [])
         return cmd.take_action(parsed)
 
+    def live(self, document):
+        """Commands see `document` as what the live cloud returned."""
+        return mock.patch.multiple(
+            'osc_leveller.v1.common',
+            connection=mock.Mock(),
+            collect=mock.Mock(CollectError=collect.CollectError, Collector=(
+                lambda conn: mock.Mock(collect=lambda: document))))
+
     def assert_command_error(self, cls, args, message):
         error = self.assertRaises(exceptions.CommandError, self.run_cmd, cls,
                                   args)
@@ -98,6 +106,16 @@ class TestScore(CommandTest):
         self.assertEqual(6, len(rows))
         self.assertEqual(39, sum(r[1] for r in rows))
         self.assertTrue(all(r[7] for r in rows))
+
+    def test_live_cloud_notes_are_shown(self):
+        hyps, servers = b.three_hosts()
+        document = b.document(hyps, servers)
+        document['source']['note'] = 'left out, no resource provider: hv9'
+        with self.live(document):
+            _, rows = self.run_cmd(score.ScoreLeveller, [])
+        self.assertEqual(3, len(rows))
+        self.assertIn('Note: left out, no resource provider: hv9',
+                      self.app.stderr.getvalue())
 
     def test_live_cloud_errors_are_command_errors(self):
         refused = collect.CollectError('cannot connect to the cloud: no auth')
@@ -200,12 +218,6 @@ class TestPlan(CommandTest):
 
 
 class TestSnapshot(CommandTest):
-    def live(self, document):
-        return mock.patch.multiple(
-            'osc_leveller.v1.common',
-            connection=mock.Mock(),
-            collect=mock.Mock(CollectError=collect.CollectError, Collector=(
-                lambda conn: mock.Mock(collect=lambda: document))))
 
     def test_writes_the_live_state(self):
         hyps, servers = b.three_hosts()
