@@ -1,0 +1,158 @@
+"""Measured load from Prometheus: host and server utilisation per metric.
+
+Each metric is one PromQL instant query, configurable, with defaults for
+node_exporter and libvirt-exporter series. A host whose value is missing, not
+a number or outside 0..1 gets no metrics, with the reason, rather than a
+wrong score; the caller then falls back to Placement allocations for it.
+Credentials go into request headers only and never into messages.
+"""
+
+import math
+import re
+
+import requests
+
+# {window} is the smoothing window of rate(); {label} the hypervisor label.
+DEFAULT_QUERIES = {
+    'cpu': '1 - avg by ({label}) '
+           '(rate(node_cpu_seconds_total{{mode="idle"}}[{window}]))',
+    'ram': '1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes',
+    'cpu_pressure': 'rate(node_pressure_cpu_waiting_seconds_total[{window}])',
+    'ram_pressure':
+        'rate(node_pressure_memory_waiting_seconds_total[{window}])',
+}
+SERVER_QUERIES = {
+    'cpu': 'rate(libvirt_domain_info_cpu_time_seconds_total[{window}]) '
+           '/ on (uuid) libvirt_domain_info_virtual_cpus',
+    'ram': 'libvirt_domain_info_memory_usage_bytes '
+           '/ on (uuid) libvirt_domain_info_maximum_memory_bytes',
+}
+HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
+
+
+class PrometheusError(Exception):
+    """Prometheus cannot be asked; the message says why, without secrets."""
+
+
+def escape_label_value(value):
+    """A string safe inside a PromQL label matcher's double quotes."""
+    return value.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+
+
+class Client:
+    def __init__(self, url, token=None, username=None, password=None,
+                 ca_bundle=None, timeout=10.0, retries=2, session=None):
+        self.url = url.rstrip('/')
+        self.timeout = timeout
+        self.retries = retries
+        self.session = session or requests.Session()
+        if token:
+            self.session.headers['Authorization'] = 'Bearer %s' % token
+        elif username:
+            self.session.auth = (username, password or '')
+        if ca_bundle:
+            self.session.verify = ca_bundle
+
+    def query(self, promql):
+        """[(labels, value)] of an instant vector query."""
+        last = None
+        for _ in range(self.retries + 1):
+            try:
+                response = self.session.get(
+                    self.url + '/api/v1/query', params={'query': promql},
+                    timeout=self.timeout)
+            except requests.RequestException as exc:
+                last = 'cannot reach Prometheus at %s: %s' % (
+                    self.url, type(exc).__name__)
+                continue
+            if response.status_code >= 500:
+                last = 'Prometheus at %s answered HTTP %d' % (
+                    self.url, response.status_code)
+                continue
+            return self._samples(response, promql)
+        raise PrometheusError(last)
+
+    def _samples(self, response, promql):
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if response.status_code in (401, 403):
+            raise PrometheusError(
+                'Prometheus at %s refused the credentials (HTTP %d)' % (
+                    self.url, response.status_code))
+        if body.get('status') != 'success':
+            raise PrometheusError('Prometheus rejected the query %r: %s' % (
+                promql, body.get('error') or 'HTTP %d' % response.status_code))
+        data = body.get('data') or {}
+        if data.get('resultType') != 'vector':
+            raise PrometheusError(
+                'the query %r must return an instant vector, not %s' % (
+                    promql, data.get('resultType')))
+        samples = []
+        for item in data.get('result', []):
+            try:
+                value = float(item['value'][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                value = math.nan
+            samples.append((item.get('metric', {}), value))
+        return samples
+
+
+class Reader:
+    """Host and server metrics keyed the way Nova names them."""
+
+    def __init__(self, client, queries=None, server_queries=None,
+                 window='5m', host_label='hypervisor',
+                 host_pattern=r'^([^:]+)'):
+        self.client = client
+        self.queries = dict(DEFAULT_QUERIES, **(queries or {}))
+        self.server_queries = dict(SERVER_QUERIES, **(server_queries or {}))
+        self.window = window
+        self.host_label = host_label
+        self.host_pattern = re.compile(host_pattern)
+
+    def _render(self, template):
+        return template.format(window=self.window, label=self.host_label)
+
+    def host_name(self, label_value, hypervisors):
+        """The hypervisor a label value names: exact, then short names."""
+        match = self.host_pattern.search(label_value or '')
+        value = (match.group(1) if match and match.groups() else
+                 match.group(0) if match else label_value)
+        if value in hypervisors:
+            return value
+        short = value.split('.')[0]
+        found = [h for h in hypervisors if h.split('.')[0] == short]
+        return found[0] if len(found) == 1 else None
+
+    def host_metrics(self, hypervisors):
+        """({hypervisor: {metric: value}}, {hypervisor: why it has none})."""
+        values = {h: {} for h in hypervisors}
+        problems = {}
+        for metric, template in self.queries.items():
+            seen = set()
+            for labels, value in self.client.query(self._render(template)):
+                host = self.host_name(labels.get(self.host_label), hypervisors)
+                if host is None or host in seen:
+                    continue
+                seen.add(host)
+                if math.isnan(value) or not 0.0 <= value <= 1.0:
+                    problems.setdefault(host, '%s is %s, outside 0..1' % (
+                        metric, value))
+                values[host][metric] = value
+            for host in hypervisors:
+                if host not in seen and metric in HOST_METRICS:
+                    problems.setdefault(host, 'no %s series' % metric)
+        result = {h: v for h, v in values.items() if h not in problems}
+        return result, problems
+
+    def server_metrics(self):
+        """{server uuid: {cpu, ram}} from the libvirt exporter series."""
+        result = {}
+        for metric, template in self.server_queries.items():
+            for labels, value in self.client.query(self._render(template)):
+                uuid = labels.get('uuid')
+                if uuid and not math.isnan(value) and 0.0 <= value <= 1.0:
+                    result.setdefault(uuid, {})[metric] = value
+        return result

@@ -1,0 +1,148 @@
+"""The Prometheus reader against a small fake Prometheus on 127.0.0.1."""
+
+import http.server
+import json
+import threading
+import unittest
+import urllib.parse
+
+from osc_leveller.cloud import prometheus
+
+HYPERVISORS = ['hv01.example.net', 'hv02.example.net', 'hv03.example.net']
+
+
+class FakePrometheus(http.server.BaseHTTPRequestHandler):
+    answers = {}  # query substring -> (HTTP status, body)
+    seen = []
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query).get('query', [''])[0]
+        self.seen.append((query, self.headers.get('Authorization')))
+        status, body = 404, {}
+        for key, answer in self.answers.items():
+            if key in query:
+                status, body = answer
+                break
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def vector(*samples):
+    return 200, {'status': 'success', 'data': {
+        'resultType': 'vector',
+        'result': [{'metric': labels, 'value': [0, str(value)]}
+                   for labels, value in samples]}}
+
+
+class PrometheusTest(unittest.TestCase):
+    def setUp(self):
+        FakePrometheus.answers = {}
+        FakePrometheus.seen = []
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                      FakePrometheus)
+        thread = threading.Thread(target=self.server.serve_forever,
+                                  daemon=True)
+        thread.start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+
+    def reader(self, **kwargs):
+        client = prometheus.Client(self.url, token=kwargs.pop('token', None),
+                                   timeout=2, retries=1)
+        return prometheus.Reader(client, **kwargs)
+
+    def test_host_metrics_by_instance_label_with_port(self):
+        FakePrometheus.answers = {
+            'node_cpu_seconds_total': vector(
+                ({'instance': 'hv01:9100'}, 0.9),
+                ({'instance': 'hv02:9100'}, 0.2),
+                ({'instance': 'hv03:9100'}, 1.7)),
+            'MemAvailable': vector(
+                ({'instance': 'hv01:9100'}, 0.5),
+                ({'instance': 'hv02:9100'}, 0.25),
+                ({'instance': 'hv03:9100'}, 0.1)),
+            'pressure_cpu': vector(({'instance': 'hv01:9100'}, 0.3)),
+            'pressure_memory': vector(),
+        }
+        values, problems = self.reader(host_label='instance',
+                                       window='1m').host_metrics(HYPERVISORS)
+        self.assertEqual({'cpu': 0.9, 'ram': 0.5, 'cpu_pressure': 0.3},
+                         values['hv01.example.net'])
+        self.assertEqual({'cpu': 0.2, 'ram': 0.25},
+                         values['hv02.example.net'])
+        self.assertEqual({'hv03.example.net': 'cpu is 1.7, outside 0..1'},
+                         problems)
+        queries = [q for q, _ in FakePrometheus.seen]
+        self.assertIn('1 - avg by (instance) (rate(node_cpu_seconds_total'
+                      '{mode="idle"}[1m]))', queries)
+
+    def test_missing_hosts_and_nan(self):
+        FakePrometheus.answers = {
+            'node_cpu_seconds_total': vector(({'hypervisor': 'hv01'}, 0.5),
+                                             ({'hypervisor': 'hv02'}, 'NaN')),
+            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5),
+                                   ({'hypervisor': 'hv02'}, 0.5)),
+            'pressure': vector(),
+        }
+        values, problems = self.reader().host_metrics(HYPERVISORS)
+        self.assertEqual(['hv01.example.net'], list(values))
+        self.assertEqual('cpu is nan, outside 0..1',
+                         problems['hv02.example.net'])
+        self.assertEqual('no cpu series', problems['hv03.example.net'])
+
+    def test_server_metrics(self):
+        FakePrometheus.answers = {
+            'libvirt_domain_info_cpu_time': vector(({'uuid': 'a'}, 0.8),
+                                                   ({'uuid': 'b'}, 2.0)),
+            'libvirt_domain_info_memory_usage': vector(({'uuid': 'a'}, 0.4)),
+        }
+        self.assertEqual({'a': {'cpu': 0.8, 'ram': 0.4}},
+                         self.reader().server_metrics())
+
+    def test_bearer_token_is_sent_and_never_shown(self):
+        FakePrometheus.answers = {'x': (403, {'status': 'error'})}
+        client = prometheus.Client(self.url, token='s3cret', retries=0)
+        with self.assertRaises(prometheus.PrometheusError) as ctx:
+            client.query('x')
+        self.assertIn('refused the credentials (HTTP 403)',
+                      str(ctx.exception))
+        self.assertNotIn('s3cret', str(ctx.exception))
+        self.assertEqual(('x', 'Bearer s3cret'), FakePrometheus.seen[0])
+
+    def test_errors_are_clear(self):
+        FakePrometheus.answers = {
+            'bad(': (400, {'status': 'error', 'errorType': 'bad_data',
+                           'error': 'parse error at char 5'}),
+            'down': (503, {}),
+            'matrix': (200, {'status': 'success', 'data': {
+                'resultType': 'matrix', 'result': []}}),
+        }
+        client = prometheus.Client(self.url, retries=1)
+        for query, message in (
+                ('bad(', "rejected the query 'bad(': parse error at char 5"),
+                ('down', 'answered HTTP 503'),
+                ('matrix[5m]', 'must return an instant vector, not matrix')):
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                client.query(query)
+            self.assertIn(message, str(ctx.exception))
+        self.assertEqual(2, sum(1 for q, _ in FakePrometheus.seen
+                                if q == 'down'))
+        closed = prometheus.Client('http://127.0.0.1:9', retries=0,
+                                   timeout=1)
+        with self.assertRaises(prometheus.PrometheusError) as ctx:
+            closed.query('up')
+        self.assertIn('cannot reach Prometheus at http://127.0.0.1:9',
+                      str(ctx.exception))
+
+    def test_escape_label_value(self):
+        self.assertEqual('a\\"b\\\\c\\n', prometheus.escape_label_value(
+            'a"b\\c\n'))
