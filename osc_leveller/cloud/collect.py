@@ -15,6 +15,7 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
+from osc_leveller.cloud import prometheus
 from osc_leveller.core import model
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
@@ -61,10 +62,12 @@ def check_access(conn):
 
 
 class Collector:
-    def __init__(self, conn, history_hours=24.0, workers=WORKERS):
+    def __init__(self, conn, history_hours=24.0, workers=WORKERS,
+                 metrics=None):
         self.conn = conn
         self.history_hours = history_hours
         self.workers = workers
+        self.metrics = metrics  # a prometheus.Reader, or None
 
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
@@ -85,13 +88,16 @@ class Collector:
         migrations = list(self.conn.compute.migrations(
             changes_since=_iso(since)))
         providers, allocations = self._placement()
-        return build_document(
+        document = build_document(
             now=now, cloud=getattr(self.conn.config, 'name', None),
             region=getattr(self.conn.config, 'region_name', None),
             services=services, hypervisors=hypervisors,
             aggregates=aggregates, servers=servers, groups=groups,
             migrations=migrations, providers=providers,
             allocations=allocations)
+        if self.metrics is not None:
+            add_metrics(document, self.metrics)
+        return document
 
     def _hypervisors(self):
         """Hypervisor details at 2.87, the last version with cpu_info."""
@@ -299,3 +305,30 @@ def _timestamp(value):
         return None
     return value if value.endswith('Z') or '+' in value[10:] \
         else value.split('.')[0] + 'Z'
+
+
+def add_metrics(document, reader):
+    """Measured load into the document; where there is none, say why."""
+    notes = [document['source']['note']] if 'note' in document['source'] \
+        else []
+    try:
+        names = [h['name'] for h in document['hypervisors']]
+        hosts, problems = reader.host_metrics(names)
+        servers = reader.server_metrics()
+    except prometheus.Unreachable as exc:
+        notes.append('%s: load from Placement allocations' % exc)
+        document['source']['note'] = '; '.join(notes)
+        return
+    except prometheus.PrometheusError as exc:
+        raise CollectError(str(exc)) from exc
+    for hyp in document['hypervisors']:
+        hyp['metrics'] = hosts.get(hyp['name'])
+    for server in document['servers']:
+        if server['id'] in servers:
+            server['usage'] = servers[server['id']]
+    if problems:
+        notes.append('no metrics for %s: load from Placement allocations' %
+                     ', '.join('%s (%s)' % kv for kv in sorted(
+                         problems.items())))
+    if notes:
+        document['source']['note'] = '; '.join(notes)

@@ -34,6 +34,10 @@ class PrometheusError(Exception):
     """Prometheus cannot be asked; the message says why, without secrets."""
 
 
+class Unreachable(PrometheusError):
+    """No answer at all: the caller may fall back to allocations."""
+
+
 def escape_label_value(value):
     """A string safe inside a PromQL label matcher's double quotes."""
     return value.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
@@ -70,7 +74,7 @@ class Client:
                     self.url, response.status_code)
                 continue
             return self._samples(response, promql)
-        raise PrometheusError(last)
+        raise Unreachable(last)
 
     def _samples(self, response, promql):
         try:
@@ -156,3 +160,25 @@ class Reader:
                 if uuid and not math.isnan(value) and 0.0 <= value <= 1.0:
                     result.setdefault(uuid, {})[metric] = value
         return result
+
+
+def reader_from_config(config):
+    """A Reader from the cloud's ``leveller: prometheus:`` settings, or None.
+
+    Keys: url (required), token, username, password, ca_bundle, timeout,
+    retries, window, host_label, host_pattern, queries, server_queries.
+    """
+    settings = (config or {}).get('prometheus') or {}
+    if not settings.get('url'):
+        return None
+    client = Client(settings['url'], token=settings.get('token'),
+                    username=settings.get('username'),
+                    password=settings.get('password'),
+                    ca_bundle=settings.get('ca_bundle'),
+                    timeout=float(settings.get('timeout', 10)),
+                    retries=int(settings.get('retries', 2)))
+    return Reader(client, queries=settings.get('queries'),
+                  server_queries=settings.get('server_queries'),
+                  window=settings.get('window', '5m'),
+                  host_label=settings.get('host_label', 'hypervisor'),
+                  host_pattern=settings.get('host_pattern', r'^([^:]+)'))

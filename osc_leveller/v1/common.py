@@ -4,6 +4,7 @@ from osc_lib import exceptions
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
+from osc_leveller.cloud import prometheus
 from osc_leveller.core import options as core_options
 from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
@@ -71,7 +72,9 @@ def read_cloud(app):
     """The live cloud as a snapshot document, or CommandError."""
     try:
         conn = connection.open_connection(app.cloud_config, app.options)
-        return collect.Collector(conn).collect()
+        metrics = prometheus.reader_from_config(
+            conn.config.config.get('leveller'))
+        return collect.Collector(conn, metrics=metrics).collect()
     except collect.CollectError as exc:
         raise exceptions.CommandError(str(exc)) from exc
 

@@ -32,7 +32,7 @@ def devcloud(*args, timeout=900):
     return result.stdout
 
 
-def openstack(*args, parse=True, check=True, timeout=300):
+def openstack(*args, parse=True, check=True, timeout=300, env=None):
     """Run the openstack shell on the devcloud; -f json output parsed."""
     exe = shutil.which('openstack', path=os.path.dirname(sys.executable)) \
         or shutil.which('openstack')
@@ -40,7 +40,7 @@ def openstack(*args, parse=True, check=True, timeout=300):
     if parse:
         command += ['-f', 'json']
     result = subprocess.run(command, capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, env=env)
     if check and result.returncode != 0:
         raise AssertionError('openstack %s failed (%d):\n%s' % (
             ' '.join(args), result.returncode, result.stderr[-3000:]))

@@ -1,7 +1,10 @@
 """The leveller's commands on the live devcloud (no --snapshot)."""
 
 import json
+import os
 import tempfile
+
+import yaml
 
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
@@ -47,14 +50,38 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertEqual(sum(s.flavor.ram for s in snap.servers_on('hv01')),
                          usage)
 
-    def test_score_from_allocations(self):
+    def test_score_from_prometheus(self):
+        base.wait_for(lambda: len(base.promql(test_devcloud.CPU)) == 6, 60,
+                      message='CPU rates for the 6 hypervisors')
         result = base.openstack('leveller', 'score', parse=False)
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn('Load from Placement allocations for 6 of 6', result.stderr)
-        rows = base.openstack('leveller', 'score')
-        self.assertEqual(6, len(rows))
-        az1 = [r for r in rows if r['Domain'] == 'az1/Cascadelake-Server']
-        self.assertEqual('hv01', az1[0]['Hypervisor'])
+        self.assertNotIn('allocations', result.stderr)
+        rows = {r['Hypervisor']: r for r in base.openstack(
+            'leveller', 'score', '--long')}
+        self.assertEqual({'metrics'}, {r['Load Source'] for r in rows.values()})
+        measured = base.promql(test_devcloud.CPU)
+        # Prometheus' 5-minute rate against the 10-second one of the test:
+        # both see hv01 clearly busier than idle hv02.
+        self.assertGreater(rows['hv01']['CPU %'], rows['hv02']['CPU %'] + 20)
+        self.assertGreater(measured['hv01'], measured['hv02'])
+
+    def test_score_falls_back_when_prometheus_is_unreachable(self):
+        with open(os.environ['OS_CLIENT_CONFIG_FILE']) as f:
+            config = yaml.safe_load(f)
+        config['clouds']['devcloud']['leveller']['prometheus']['url'] = \
+            'http://127.0.0.1:9'
+        with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
+            yaml.safe_dump(config, f)
+            f.flush()
+            env = dict(os.environ, OS_CLIENT_CONFIG_FILE=f.name)
+            result = base.openstack('leveller', 'score', parse=False,
+                                    env=env)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('cannot reach Prometheus at http://127.0.0.1:9',
+                      result.stderr)
+        self.assertIn('Load from Placement allocations for 6 of 6',
+                      result.stderr)
+        self.assertNotIn('admin', result.stderr)
 
     def test_plan_respects_groups_and_states(self):
         moves = base.openstack('leveller', 'plan', '--max-moves', '50')

@@ -208,3 +208,66 @@ class TestConnection(unittest.TestCase):
         config.get_one.assert_called_once_with(
             cloud='nope', argparse=mock.ANY, validate=True,
             app_name='osc-leveller')
+
+
+class FakeReader:
+    def __init__(self, hosts=None, problems=None, servers=None, error=None):
+        self.hosts, self.problems = hosts or {}, problems or {}
+        self.servers, self.error = servers or {}, error
+
+    def host_metrics(self, names):
+        if self.error:
+            raise self.error
+        return self.hosts, self.problems
+
+    def server_metrics(self):
+        return self.servers
+
+
+class TestMetrics(unittest.TestCase):
+    def collect_with(self, reader):
+        with mock.patch.object(collect.sdk_utils, 'supports_microversion',
+                               return_value=True):
+            return collect.Collector(cloud(2), workers=2,
+                                     metrics=reader).collect(now=NOW)
+
+    def test_measured_load_goes_into_the_snapshot(self):
+        reader = FakeReader(
+            hosts={'hv00': {'cpu': 0.9, 'ram': 0.5, 'cpu_pressure': 0.2}},
+            problems={'hv01': 'no cpu series'},
+            servers={'s1': {'cpu': 0.7, 'ram': 0.4}})
+        snap = snapshot_io.parse(self.collect_with(reader))
+        self.assertEqual(0.9, snap.hypervisor('hv00').metrics.cpu)
+        self.assertIsNone(snap.hypervisor('hv01').metrics)
+        self.assertEqual(0.7, snap.server('s1').usage.cpu)
+        self.assertIn('no metrics for hv01 (no cpu series): load from '
+                      'Placement allocations', snap.source['note'])
+
+    def test_unreachable_prometheus_falls_back_and_says_so(self):
+        reader = FakeReader(error=collect.prometheus.Unreachable(
+            'cannot reach Prometheus at http://127.0.0.1:9: ConnectionError'))
+        snap = snapshot_io.parse(self.collect_with(reader))
+        self.assertIsNone(snap.hypervisor('hv00').metrics)
+        self.assertIn('cannot reach Prometheus at http://127.0.0.1:9: '
+                      'ConnectionError: load from Placement allocations',
+                      snap.source['note'])
+
+    def test_a_rejected_query_is_an_error(self):
+        reader = FakeReader(error=collect.prometheus.PrometheusError(
+            "Prometheus rejected the query 'x': parse error"))
+        with self.assertRaises(collect.CollectError) as ctx:
+            self.collect_with(reader)
+        self.assertIn('rejected the query', str(ctx.exception))
+
+    def test_reader_from_config(self):
+        self.assertIsNone(collect.prometheus.reader_from_config(None))
+        self.assertIsNone(collect.prometheus.reader_from_config(
+            {'prometheus': {}}))
+        reader = collect.prometheus.reader_from_config({'prometheus': {
+            'url': 'http://127.0.0.1:9090/', 'token': 't', 'window': '2m',
+            'host_label': 'instance', 'queries': {'ram': 'my_ram'}}})
+        self.assertEqual('http://127.0.0.1:9090', reader.client.url)
+        self.assertEqual('Bearer t',
+                         reader.client.session.headers['Authorization'])
+        self.assertEqual(('2m', 'instance', 'my_ram'), (
+            reader.window, reader.host_label, reader.queries['ram']))

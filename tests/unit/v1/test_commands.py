@@ -45,8 +45,9 @@ class CommandTest(base.TestCommand):
         return mock.patch.multiple(
             'osc_leveller.v1.common',
             connection=mock.Mock(),
+            prometheus=mock.Mock(reader_from_config=lambda config: None),
             collect=mock.Mock(CollectError=collect.CollectError, Collector=(
-                lambda conn: mock.Mock(collect=lambda: document))))
+                lambda conn, metrics: mock.Mock(collect=lambda: document))))
 
     def assert_command_error(self, cls, args, message):
         error = self.assertRaises(exceptions.CommandError, self.run_cmd, cls,
