@@ -23,3 +23,18 @@ def open_connection(cloud_config, options):
         raise collect.CollectError(
             'cannot connect to the cloud: %s (choose one with --os-cloud or '
             'OS_* variables, or plan offline with --snapshot)' % exc) from exc
+
+
+def leveller_section(cloud_config, options):
+    """(cloud name, the ``leveller:`` section of its clouds.yaml entry).
+
+    Reading it needs no credentials; a cloud that cannot be found has no
+    section, and a live read then reports the real problem.
+    """
+    try:
+        region = cloud_config.get_one(
+            cloud=getattr(options, 'cloud', None), argparse=options,
+            validate=False, app_name='osc-leveller')
+    except sdk_exc.ConfigException:
+        return None, None
+    return region.name, region.config.get('leveller')

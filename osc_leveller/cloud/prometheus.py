@@ -9,6 +9,7 @@ Credentials go into request headers only and never into messages.
 
 import math
 import re
+import urllib.parse
 
 import requests
 
@@ -110,7 +111,7 @@ class Reader:
                  window='5m', host_label='hypervisor',
                  host_pattern=r'^([^:]+)'):
         self.client = client
-        self.queries = dict(DEFAULT_QUERIES, **(queries or {}))
+        self.queries = dict(DEFAULT_QUERIES if queries is None else queries)
         self.server_queries = dict(SERVER_QUERIES, **(server_queries or {}))
         self.window = window
         self.host_label = host_label
@@ -162,22 +163,34 @@ class Reader:
         return result
 
 
-def reader_from_config(config):
-    """A Reader from the cloud's ``leveller: prometheus:`` settings, or None.
+PROFILES = {
+    'pressure': tuple(DEFAULT_QUERIES),
+    'utilisation': ('cpu', 'ram'),  # kernels or exporters without PSI
+}
 
-    Keys: url (required), token, username, password, ca_bundle, timeout,
-    retries, window, host_label, host_pattern, queries, server_queries.
+
+def reader_from_settings(settings):
+    """A Reader from the effective ``prometheus`` settings, or None.
+
+    settings: core.config.Settings.section('prometheus'). Credentials in the
+    URL (https://user:pass@host) move into basic auth, so the URL that
+    messages show carries none.
     """
-    settings = (config or {}).get('prometheus') or {}
     if not settings.get('url'):
         return None
-    client = Client(settings['url'], token=settings.get('token'),
-                    username=settings.get('username'),
-                    password=settings.get('password'),
-                    ca_bundle=settings.get('ca_bundle'),
-                    timeout=float(settings.get('timeout', 10)),
-                    retries=int(settings.get('retries', 2)))
-    return Reader(client, queries=settings.get('queries'),
+    url = urllib.parse.urlsplit(settings['url'])
+    username = url.username or settings.get('username')
+    password = url.password or settings.get('password')
+    clean = url._replace(netloc=url.netloc.rpartition('@')[2]).geturl()
+    client = Client(clean, token=settings.get('token'), username=username,
+                    password=password, ca_bundle=settings.get('ca_bundle'),
+                    timeout=settings.get('timeout', 10.0),
+                    retries=settings.get('retries', 2))
+    profile = PROFILES[settings.get('profile', 'pressure')]
+    queries = {m: q for m, q in DEFAULT_QUERIES.items() if m in profile}
+    queries.update(settings.get('queries') or {})
+    return Reader(client,
+                  queries={m: q for m, q in queries.items() if q},
                   server_queries=settings.get('server_queries'),
                   window=settings.get('window', '5m'),
                   host_label=settings.get('host_label', 'hypervisor'),

@@ -47,7 +47,30 @@ class PlannerOptions:
             if not ok:
                 raise ValueError('--%s must not be negative%s' % (
                     name, ' or zero' if name == 'ceiling' else ''))
+        if self.weights['cpu'] + self.weights['ram'] <= 0:
+            raise ValueError('the cpu and ram weights cannot both be 0')
         if self.cpu_compatibility not in (CPU_MODEL, CPU_FEATURES):
             raise ValueError('--cpu-compatibility must be %s or %s' % (
                 CPU_MODEL, CPU_FEATURES))
         return self
+
+
+def from_settings(settings, **extra):
+    """PlannerOptions from a core.config.Settings, plus fields not in it."""
+    fields = dict(
+        weights={d: settings['weights.' + d] for d in scoring.DIMENSIONS},
+        threshold=settings['threshold'],
+        min_gain=settings['min_gain'],
+        max_moves=settings['max_moves'],
+        ceiling=settings['ceiling'],
+        move_cost_gb=settings['move_cost'],
+        cpu_compatibility=settings['cpu_compatibility'],
+        include_locked=settings['include_locked'],
+        cooldown_hours=settings['cooldown'],
+        projects=frozenset(settings['projects']),
+        exclude_projects=frozenset(settings['exclude_projects']),
+        exclude_hosts=frozenset(settings['exclude_hosts']),
+        availability_zones=frozenset(settings['availability_zones']),
+    )
+    fields.update(extra)
+    return PlannerOptions(**fields).validate()

@@ -24,30 +24,6 @@ METRICS = 'metrics'
 ALLOCATIONS = 'allocations'
 
 
-def parse_weights(pairs):
-    """DEFAULT_WEIGHTS updated from 'name=value' strings; ValueError if bad."""
-    weights = dict(DEFAULT_WEIGHTS)
-    for pair in pairs or ():
-        name, sep, value = pair.partition('=')
-        name = name.strip()
-        if not sep or name not in DIMENSIONS:
-            raise ValueError(
-                'invalid weight %r: use NAME=VALUE with NAME one of %s' % (
-                    pair, ', '.join(DIMENSIONS)))
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError('invalid weight %r: %r is not a number' % (
-                pair, value)) from None
-        if not math.isfinite(number) or number < 0:
-            raise ValueError(
-                'invalid weight %r: must be a number >= 0' % pair)
-        weights[name] = number
-    if weights['cpu'] + weights['ram'] <= 0:
-        raise ValueError('the cpu and ram weights cannot both be 0')
-    return weights
-
-
 def domain_of(hypervisor, by_cpu_model=True):
     """Balancing domain: servers cannot leave their AZ or CPU class.
 

@@ -57,3 +57,17 @@ class PercentColumn(columns.FormattableColumn):
 
 def _number(value):
     return ('%d' % value) if float(value).is_integer() else ('%.1f' % value)
+
+
+class SettingColumn(columns.FormattableColumn):
+    """A setting as YAML would spell it in a table; typed in JSON."""
+
+    def human_readable(self):
+        if isinstance(self._value, bool):
+            return 'true' if self._value else 'false'
+        if isinstance(self._value, list):
+            return ', '.join(self._value)
+        return '' if self._value is None else str(self._value)
+
+    def machine_readable(self):
+        return self._value

@@ -1,23 +1,56 @@
 """Options and helpers shared by the leveller commands."""
 
+import yaml
 from osc_lib import exceptions
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import config
 from osc_leveller.core import options as core_options
-from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
 
+# Flags that override a setting: argparse dest -> setting key.
+FLAG_KEYS = {
+    'threshold': 'threshold', 'min_gain': 'min_gain',
+    'max_moves': 'max_moves', 'ceiling': 'ceiling', 'move_cost': 'move_cost',
+    'cpu_compatibility': 'cpu_compatibility', 'cooldown': 'cooldown',
+    'include_locked': 'include_locked', 'exclude_host': 'exclude_hosts',
+    'exclude_project': 'exclude_projects',
+    'availability_zone': 'availability_zones', 'project': 'projects',
+    'prometheus_url': 'prometheus.url',
+}
 
-def add_snapshot_option(parser):
+
+def default_text(key):
+    value = config.BY_NAME[key].default
+    return '%g' % value if isinstance(value, (int, float)) else value
+
+
+def add_source_options(parser, snapshot=True):
+    """Where the cloud's state and the settings come from."""
+    if snapshot:
+        parser.add_argument(
+            '--snapshot',
+            metavar='<demo|file>',
+            help='Read the cloud from a snapshot instead of the live cloud: '
+                 '"demo" for the bundled demo cloud, or the path of a '
+                 'snapshot file (format osc-leveller-snapshot/1, or a '
+                 'Watcher baseline cluster file)')
     parser.add_argument(
-        '--snapshot',
-        metavar='<demo|file>',
-        help='Read the cloud from a snapshot instead of the live cloud: '
-             '"demo" for the bundled demo cloud, or the path of a snapshot '
-             'file (format osc-leveller-snapshot/1, or a Watcher baseline '
-             'cluster file)')
+        '--config', metavar='<file>',
+        help='YAML file of leveller settings; they override the leveller: '
+             'section of the cloud\'s clouds.yaml entry, and flags override '
+             'both (see "openstack leveller config show")')
+    metrics = parser.add_mutually_exclusive_group()
+    metrics.add_argument(
+        '--prometheus-url', metavar='<url>',
+        help='Read measured load from this Prometheus (setting '
+             'prometheus.url)')
+    metrics.add_argument(
+        '--no-prometheus', action='store_true', default=False,
+        help='Score from Placement allocations even when a Prometheus is '
+             'configured')
 
 
 def add_weight_option(parser):
@@ -25,23 +58,67 @@ def add_weight_option(parser):
         '--weight',
         metavar='<name=value>',
         action='append',
-        default=[],
         help='Weight of one load dimension in the host score (repeat for '
              'several): cpu, ram, cpu_pressure, ram_pressure. Defaults: %s'
-             % ', '.join('%s=%g' % kv for kv in
-                         scoring.DEFAULT_WEIGHTS.items()))
+             % ', '.join('%s=%s' % (k.name[len('weights.'):], default_text(
+                 k.name)) for k in config.KEYS
+                 if k.name.startswith('weights.')))
 
 
 def add_cpu_compatibility_option(parser):
     parser.add_argument(
         '--cpu-compatibility', metavar='<model|features>',
         choices=(core_options.CPU_MODEL, core_options.CPU_FEATURES),
-        default=core_options.CPU_MODEL,
         help='"model": servers move only between hypervisors with the same '
              'CPU model, and each model is its own balancing domain; '
              '"features": also to hypervisors offering every CPU feature of '
              'the current one, one domain per availability zone and CPU '
-             'architecture (default %s)' % core_options.CPU_MODEL)
+             'architecture (default %s)' % default_text('cpu_compatibility'))
+
+
+def settings(parsed_args, app):
+    """Defaults < clouds.yaml leveller: < --config FILE < flags."""
+    layers = []
+    try:
+        name, section = connection.leveller_section(app.cloud_config,
+                                                    app.options)
+        if section:
+            layers.append(('clouds.yaml (%s)' % name, config.flatten(
+                section, 'clouds.yaml cloud %s: leveller' % name)))
+        path = getattr(parsed_args, 'config', None)
+        if path:
+            where = '--config %s' % path
+            layers.append((where, config.flatten(read_yaml(path), where)))
+        for dest, key in FLAG_KEYS.items():
+            value = getattr(parsed_args, dest, None)
+            if value is not None:
+                flag = '--' + dest.replace('_', '-')
+                layers.append((flag, {key: config.check(
+                    config.BY_NAME[key], value, flag, flag=True)}))
+        if getattr(parsed_args, 'weight', None):
+            layers.append(('--weight', config.weight_flags(
+                parsed_args.weight)))
+        if getattr(parsed_args, 'no_prometheus', False):
+            layers.append(('--no-prometheus', {'prometheus.url': ''}))
+    except config.ConfigError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+    return config.Settings(layers)
+
+
+def read_yaml(path):
+    """The settings mapping of a --config file; a bare or wrapped section."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            document = yaml.safe_load(f)
+    except OSError as exc:
+        raise exceptions.CommandError('--config %s: cannot read it: %s' % (
+            path, exc.strerror or exc)) from exc
+    except yaml.YAMLError as exc:
+        raise exceptions.CommandError('--config %s: not valid YAML: %s' % (
+            path, exc)) from exc
+    if isinstance(document, dict) and list(document) == ['leveller']:
+        document = document['leveller']
+    return document or {}
 
 
 def plural(count, noun):
@@ -54,13 +131,14 @@ def add_long_option(parser):
         help='List additional fields in output')
 
 
-def load_snapshot(parsed_args, app):
+def load_snapshot(parsed_args, app, effective):
     """The --snapshot file, or the live cloud the shell was pointed at."""
     try:
         if parsed_args.snapshot:
             snap = snapshot_io.load(parsed_args.snapshot)
         else:
-            snap = snapshot_io.parse(read_cloud(app), origin='the cloud')
+            snap = snapshot_io.parse(read_cloud(app, effective),
+                                     origin='the cloud')
     except snapshot_io.SnapshotError as exc:
         raise exceptions.CommandError(str(exc)) from exc
     if snap.source.get('note'):
@@ -68,125 +146,125 @@ def load_snapshot(parsed_args, app):
     return snap
 
 
-def read_cloud(app):
+def read_cloud(app, effective):
     """The live cloud as a snapshot document, or CommandError."""
     try:
         conn = connection.open_connection(app.cloud_config, app.options)
-        metrics = prometheus.reader_from_config(
-            conn.config.config.get('leveller'))
+        metrics = prometheus.reader_from_settings(
+            effective.section('prometheus'))
         return collect.Collector(conn, metrics=metrics).collect()
     except collect.CollectError as exc:
         raise exceptions.CommandError(str(exc)) from exc
 
 
-def weights(parsed_args):
-    try:
-        return scoring.parse_weights(parsed_args.weight)
-    except ValueError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+def weights(effective):
+    return {k.name[len('weights.'):]: effective[k.name] for k in config.KEYS
+            if k.name.startswith('weights.')}
 
 
-def check_hosts(snapshot, names, option):
+def check_hosts(snapshot, names, where):
     for name in names:
         if snapshot.find_hypervisor(name) is None:
             raise exceptions.CommandError(
-                '%s %s: no such hypervisor or compute host in the snapshot'
-                % (option, name))
+                'exclude_hosts (%s): %s: no such hypervisor or compute host '
+                'in the snapshot' % (where, name))
 
 
-def check_zones(snapshot, zones):
+def check_zones(snapshot, zones, where):
     known = {h.availability_zone for h in snapshot.hypervisors}
     for zone in zones:
         if zone not in known:
             raise exceptions.CommandError(
-                '--availability-zone %s: no such availability zone (known: %s)'
-                % (zone, ', '.join(sorted(z for z in known if z)) or 'none'))
+                'availability_zones (%s): %s: no such availability zone '
+                '(known: %s)' % (where, zone, ', '.join(
+                    sorted(z for z in known if z)) or 'none'))
 
 
-def planner_options(parsed_args, snapshot):
-    check_hosts(snapshot, parsed_args.exclude_host, '--exclude-host')
-    check_zones(snapshot, parsed_args.availability_zone)
+def unmeasured(snapshot, effective):
+    """Hypervisors to leave out because they have no metrics, if so set."""
+    if (effective['prometheus.no_metrics'] != 'exclude'
+            or not effective['prometheus.url']):
+        return frozenset()
+    return frozenset(h.name for h in snapshot.hypervisors if not h.metrics)
+
+
+def planner_options(snapshot, effective, app):
+    check_hosts(snapshot, effective['exclude_hosts'],
+                effective.sources['exclude_hosts'])
+    check_zones(snapshot, effective['availability_zones'],
+                effective.sources['availability_zones'])
+    left_out = unmeasured(snapshot, effective)
+    if left_out:
+        StderrWriter(app)('Left out of balancing, no metrics '
+                          '(prometheus.no_metrics: exclude): %s'
+                          % ', '.join(sorted(left_out)))
     try:
-        return core_options.PlannerOptions(
-            weights=weights(parsed_args),
-            threshold=parsed_args.threshold,
-            min_gain=parsed_args.min_gain,
-            max_moves=parsed_args.max_moves,
-            ceiling=parsed_args.ceiling,
-            move_cost_gb=parsed_args.move_cost,
-            cpu_compatibility=parsed_args.cpu_compatibility,
-            include_locked=parsed_args.include_locked,
-            cooldown_hours=parsed_args.cooldown,
-            projects=frozenset(parsed_args.project),
-            exclude_projects=frozenset(parsed_args.exclude_project),
-            exclude_hosts=frozenset(parsed_args.exclude_host),
-            availability_zones=frozenset(parsed_args.availability_zone),
-        ).validate()
+        return core_options.from_settings(
+            effective, exclude_hosts=frozenset(
+                effective['exclude_hosts']) | left_out)
     except ValueError as exc:
         raise exceptions.CommandError(str(exc)) from exc
 
 
 def add_planner_options(parser):
-    """The options every planning command (plan, later apply) takes."""
-    defaults = core_options.PlannerOptions()
-    add_snapshot_option(parser)
+    """The options every planning command (plan, apply) takes.
+
+    No flag has an argparse default: a flag left out keeps the value of the
+    settings (clouds.yaml, --config) or the built-in default.
+    """
+    add_source_options(parser)
     add_weight_option(parser)
     parser.add_argument(
         '--max-moves', metavar='<count>', type=int,
-        default=defaults.max_moves,
-        help='Plan at most this many live migrations (default %d)'
-        % defaults.max_moves)
+        help='Plan at most this many live migrations (default %s)'
+        % default_text('max_moves'))
     parser.add_argument(
         '--threshold', metavar='<imbalance>', type=float,
-        default=defaults.threshold,
         help='Leave alone the balancing domains whose imbalance (standard '
-             'deviation of host scores) is below this (default %g)'
-        % defaults.threshold)
+             'deviation of host scores) is below this (default %s)'
+        % default_text('threshold'))
     parser.add_argument(
         '--min-gain', metavar='<gain>', type=float,
-        default=defaults.min_gain,
         help='Stop when no move lowers the sum of squared deviations of the '
              'host scores from their domain mean by at least this '
-             '(default %g)' % defaults.min_gain)
+             '(default %s)' % default_text('min_gain'))
     parser.add_argument(
-        '--ceiling', metavar='<score>', type=float, default=defaults.ceiling,
+        '--ceiling', metavar='<score>', type=float,
         help='Never raise a destination\'s score above this, so no new hot '
-             'spot is made (default %g)' % defaults.ceiling)
+             'spot is made (default %s)' % default_text('ceiling'))
     parser.add_argument(
         '--move-cost', metavar='<GiB>', type=float,
-        default=defaults.move_cost_gb,
         help='Fixed cost of one migration, in GiB of RAM copied; higher '
-             'values favour fewer, larger moves (default %g)'
-        % defaults.move_cost_gb)
+             'values favour fewer, larger moves (default %s)'
+        % default_text('move_cost'))
     add_cpu_compatibility_option(parser)
     parser.add_argument(
         '--cooldown', metavar='<hours>', type=float,
-        default=defaults.cooldown_hours,
         help='Do not move a server migrated less than this many hours ago, '
-             'per Nova\'s migration history (default %g)'
-        % defaults.cooldown_hours)
+             'per Nova\'s migration history (default %s)'
+        % default_text('cooldown'))
     locked = parser.add_mutually_exclusive_group()
     locked.add_argument(
-        '--include-locked', action='store_true', default=False,
+        '--include-locked', action='store_true', default=None,
         help='Also move locked servers')
     locked.add_argument(
         '--no-include-locked', dest='include_locked', action='store_false',
         help='Leave locked servers where they are (default)')
     parser.add_argument(
-        '--exclude-host', metavar='<hypervisor>', action='append', default=[],
+        '--exclude-host', metavar='<hypervisor>', action='append',
         help='Neither move servers off nor onto this hypervisor (repeat for '
-             'several)')
+             'several; adds to exclude_hosts in the settings)')
     parser.add_argument(
-        '--availability-zone', metavar='<zone>', action='append', default=[],
+        '--availability-zone', metavar='<zone>', action='append',
         help='Only balance hypervisors in this availability zone (repeat for '
              'several)')
     parser.add_argument(
-        '--project', metavar='<project-id>', action='append', default=[],
+        '--project', metavar='<project-id>', action='append',
         help='Only move servers of this project (repeat for several)')
     parser.add_argument(
         '--exclude-project', metavar='<project-id>', action='append',
-        default=[],
-        help='Never move servers of this project (repeat for several)')
+        help='Never move servers of this project (repeat for several; adds '
+             'to exclude_projects in the settings)')
     return parser
 
 

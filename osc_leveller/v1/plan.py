@@ -37,8 +37,9 @@ class PlanLeveller(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        snapshot = common.load_snapshot(parsed_args, self.app)
-        options = common.planner_options(parsed_args, snapshot)
+        effective = common.settings(parsed_args, self.app)
+        snapshot = common.load_snapshot(parsed_args, self.app, effective)
+        options = common.planner_options(snapshot, effective, self.app)
         if parsed_args.explain:
             return self._explain(snapshot, options, parsed_args.explain)
         started = time.monotonic()

@@ -24,7 +24,7 @@ class ScoreLeveller(command.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        common.add_snapshot_option(parser)
+        common.add_source_options(parser)
         common.add_weight_option(parser)
         common.add_cpu_compatibility_option(parser)
         common.add_long_option(parser)
@@ -36,9 +36,10 @@ class ScoreLeveller(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        snapshot = common.load_snapshot(parsed_args, self.app)
-        state = state_mod.new_state(snapshot, common.weights(parsed_args))
-        by_model = parsed_args.cpu_compatibility == core_options.CPU_MODEL
+        effective = common.settings(parsed_args, self.app)
+        snapshot = common.load_snapshot(parsed_args, self.app, effective)
+        state = state_mod.new_state(snapshot, common.weights(effective))
+        by_model = effective['cpu_compatibility'] == core_options.CPU_MODEL
         usable = [h for h in snapshot.hypervisors if h.service.usable]
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(

@@ -20,10 +20,12 @@ class SnapshotLeveller(command.ShowOne):
         parser.add_argument(
             '--output-file', metavar='<file>', required=True,
             help='Write the snapshot here (format osc-leveller-snapshot/1)')
+        common.add_source_options(parser, snapshot=False)
         return parser
 
     def take_action(self, parsed_args):
-        document = common.read_cloud(self.app)
+        document = common.read_cloud(
+            self.app, common.settings(parsed_args, self.app))
         try:
             snap = snapshot_io.parse(document, origin='the cloud')
         except snapshot_io.SnapshotError as exc:

@@ -8,6 +8,7 @@ import unittest
 from unittest import mock
 
 from osc_leveller.cloud import collect
+from osc_leveller.core import config
 from osc_leveller.core import model
 from osc_leveller.core import snapshot as snapshot_io
 
@@ -259,15 +260,39 @@ class TestMetrics(unittest.TestCase):
             self.collect_with(reader)
         self.assertIn('rejected the query', str(ctx.exception))
 
-    def test_reader_from_config(self):
-        self.assertIsNone(collect.prometheus.reader_from_config(None))
-        self.assertIsNone(collect.prometheus.reader_from_config(
-            {'prometheus': {}}))
-        reader = collect.prometheus.reader_from_config({'prometheus': {
+    def reader(self, section):
+        settings = config.Settings([('test', config.flatten(
+            {'prometheus': section}, 'test'))])
+        return collect.prometheus.reader_from_settings(
+            settings.section('prometheus'))
+
+    def test_no_url_no_reader(self):
+        self.assertIsNone(self.reader({}))
+        self.assertIsNone(self.reader({'url': ''}))  # --no-prometheus
+
+    def test_reader_from_settings(self):
+        reader = self.reader({
             'url': 'http://127.0.0.1:9090/', 'token': 't', 'window': '2m',
-            'host_label': 'instance', 'queries': {'ram': 'my_ram'}}})
+            'host_label': 'instance', 'timeout': '3', 'retries': 0,
+            'queries': {'ram': 'my_ram'}})
         self.assertEqual('http://127.0.0.1:9090', reader.client.url)
         self.assertEqual('Bearer t',
                          reader.client.session.headers['Authorization'])
+        self.assertEqual((3.0, 0), (reader.client.timeout,
+                                    reader.client.retries))
         self.assertEqual(('2m', 'instance', 'my_ram'), (
             reader.window, reader.host_label, reader.queries['ram']))
+        self.assertEqual(collect.prometheus.DEFAULT_QUERIES['cpu_pressure'],
+                         reader.queries['cpu_pressure'])
+
+    def test_credentials_in_the_url_become_basic_auth(self):
+        reader = self.reader({'url': 'https://ops:s3cret@prom.example:9090'})
+        self.assertEqual('https://prom.example:9090', reader.client.url)
+        self.assertEqual(('ops', 's3cret'), reader.client.session.auth)
+
+    def test_profiles_and_disabled_queries(self):
+        reader = self.reader({'url': 'http://p', 'profile': 'utilisation'})
+        self.assertEqual({'cpu', 'ram'}, set(reader.queries))
+        reader = self.reader({'url': 'http://p',
+                              'queries': {'ram_pressure': ''}})
+        self.assertEqual({'cpu', 'ram', 'cpu_pressure'}, set(reader.queries))

@@ -6,26 +6,6 @@ from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
 
 
-class TestWeights(unittest.TestCase):
-    def test_defaults_and_overrides(self):
-        weights = scoring.parse_weights(['cpu=2', 'ram_pressure=0'])
-        self.assertEqual(2.0, weights['cpu'])
-        self.assertEqual(0.0, weights['ram_pressure'])
-        self.assertEqual(1.0, weights['ram'])
-
-    def test_bad_weights(self):
-        for bad, message in (('disk=1', 'NAME one of cpu, ram'),
-                             ('cpu', 'use NAME=VALUE'),
-                             ('cpu=lots', 'is not a number'),
-                             ('cpu=-1', 'must be a number >= 0'),
-                             ('cpu=nan', 'must be a number >= 0')):
-            with self.assertRaises(ValueError) as ctx:
-                scoring.parse_weights([bad])
-            self.assertIn(message, str(ctx.exception))
-        with self.assertRaises(ValueError):
-            scoring.parse_weights(['cpu=0', 'ram=0'])
-
-
 class TestHostScore(unittest.TestCase):
     def test_allocations_use_placement_capacity(self):
         # 64 GiB total, 16 reserved, ratio 1.5: capacity 72 GiB; 36 used.
@@ -52,7 +32,7 @@ class TestHostScore(unittest.TestCase):
         hyps = [b.hypervisor('hv1', metrics={
             'cpu': 0.8, 'ram': 0.4, 'cpu_pressure': 0.2, 'ram_pressure': 0.0})]
         snap = b.snapshot(hyps, [])
-        weights = scoring.parse_weights(['cpu=3', 'ram=1'])
+        weights = dict(scoring.DEFAULT_WEIGHTS, cpu=3.0)
         state = state_mod.new_state(snap, weights)
         expected = (3 * 0.8 + 1 * 0.4 + 0.5 * 0.2 + 0.5 * 0.0) / 5.0
         self.assertAlmostEqual(expected, state.score('hv1'))

@@ -2,6 +2,7 @@ import io
 import json
 import os
 import tempfile
+import types
 from unittest import mock
 
 from osc_lib import exceptions
@@ -12,6 +13,7 @@ from osc_leveller.cloud import connection
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import columns
+from osc_leveller.v1 import config as config_cmd
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score
 from osc_leveller.v1 import snapshot
@@ -25,6 +27,11 @@ class CommandTest(base.TestCommand):
         # What the openstack shell gives a command to find the cloud with.
         self.app.cloud_config = mock.Mock()
         self.app.options = mock.Mock(cloud='devcloud')
+        # The leveller: section of the devcloud entry in clouds.yaml.
+        self.clouds_yaml = {}
+        self.app.cloud_config.get_one.side_effect = lambda **kw: (
+            types.SimpleNamespace(name='devcloud', config={
+                'leveller': self.clouds_yaml}))
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
@@ -42,10 +49,13 @@ class CommandTest(base.TestCommand):
 
     def live(self, document):
         """Commands see `document` as what the live cloud returned."""
+        self.prometheus_settings = []
         return mock.patch.multiple(
             'osc_leveller.v1.common',
-            connection=mock.Mock(),
-            prometheus=mock.Mock(reader_from_config=lambda config: None),
+            connection=mock.Mock(leveller_section=connection.leveller_section,
+                                 open_connection=mock.Mock()),
+            prometheus=mock.Mock(
+                reader_from_settings=self.prometheus_settings.append),
             collect=mock.Mock(CollectError=collect.CollectError, Collector=(
                 lambda conn, metrics: mock.Mock(collect=lambda: document))))
 
@@ -134,16 +144,18 @@ class TestScore(CommandTest):
             'is not valid JSON')
         self.assert_command_error(
             score.ScoreLeveller, ['--snapshot', 'demo', '--weight', 'gpu=1'],
-            "invalid weight 'gpu=1'")
+            '--weight gpu=1: use NAME=VALUE with NAME one of cpu, ram')
 
 
 class TestPlan(CommandTest):
     def test_parser_defaults(self):
         cmd = plan.PlanLeveller(self.app, None)
+        # No argparse defaults: a flag left out keeps the settings' value.
         self.check_parser(cmd, ['--snapshot', 'demo'], [
-            ('max_moves', 25), ('threshold', 0.05), ('min_gain', 0.0005),
-            ('include_locked', False), ('exclude_host', []),
-            ('cpu_compatibility', 'model'), ('output_file', None)])
+            ('max_moves', None), ('threshold', None), ('min_gain', None),
+            ('include_locked', None), ('exclude_host', None),
+            ('cpu_compatibility', None), ('output_file', None),
+            ('config', None), ('no_prometheus', False)])
         self.check_parser(cmd, ['--include-locked', '--exclude-host', 'a',
                                 '--exclude-host', 'b', '--cooldown', '2'],
                           [('include_locked', True),
@@ -206,12 +218,15 @@ class TestPlan(CommandTest):
 
     def test_bad_input(self):
         for args, message in (
-                (['--max-moves', '-1'], '--max-moves must not be negative'),
-                (['--threshold', '-0.1'], '--threshold must not be negative'),
-                (['--ceiling', '0'], '--ceiling must not be negative or zero'),
-                (['--exclude-host', 'hv99'], '--exclude-host hv99: no such'),
+                (['--max-moves', '-1'], '--max-moves: must be >= 0 (got -1)'),
+                (['--threshold', '-0.1'], '--threshold: must be >= 0'),
+                (['--ceiling', '0'], '--ceiling: must be > 0 (got 0.0)'),
+                (['--exclude-host', 'hv99'],
+                 'exclude_hosts (--exclude-host): hv99: no such hypervisor'),
                 (['--availability-zone', 'az9'], 'no such availability zone'),
-                (['--weight', 'cpu=x'], 'is not a number')):
+                (['--weight', 'cpu=x'], "--weight cpu=x: must be a number (got 'x')"),
+                (['--weight', 'cpu=0', '--weight', 'ram=0'],
+                 'the cpu and ram weights cannot both be 0')):
             self.assert_command_error(plan.PlanLeveller,
                                       ['--snapshot', 'demo'] + args, message)
         self.assertRaises(base.ParserException, self.run_cmd,
@@ -248,3 +263,98 @@ class TestSnapshot(CommandTest):
                 snapshot.SnapshotLeveller,
                 ['--output-file', os.path.join(self.tmp.name, 'y')],
                 "unknown hypervisor 'hv9'")
+
+
+class TestSettings(CommandTest):
+    def show(self, args):
+        names, rows = self.run_cmd(config_cmd.ShowConfig, args)
+        self.assertEqual(('Setting', 'Value', 'Source'), names)
+        return {name: (value.machine_readable(), source)
+                for name, value, source in rows}
+
+    def test_clouds_yaml_then_file_then_flags(self):
+        self.clouds_yaml = {'threshold': '0.2', 'max_moves': '7',
+                            'exclude_hosts': ['hv1'],
+                            'prometheus': {'url': 'http://p:9090'}}
+        path = self.write('leveller.yaml',
+                          'leveller:\n  max_moves: 9\n  ceiling: 0.7\n')
+        shown = self.show(['--config', path, '--ceiling', '0.6',
+                           '--exclude-host', 'hv2', '--weight', 'cpu=2'])
+        self.assertEqual((0.2, 'clouds.yaml (devcloud)'), shown['threshold'])
+        self.assertEqual((9, '--config ' + path), shown['max_moves'])
+        self.assertEqual((0.6, '--ceiling'), shown['ceiling'])
+        self.assertEqual((['hv1', 'hv2'],
+                          'clouds.yaml (devcloud) + --exclude-host'),
+                         shown['exclude_hosts'])
+        self.assertEqual((2.0, '--weight'), shown['weights.cpu'])
+        self.assertEqual((4.0, "default"), shown["move_cost"])
+        self.assertEqual(('http://p:9090', 'clouds.yaml (devcloud)'),
+                         shown['prometheus.url'])
+        # Unset queries show the PromQL the profile runs.
+        self.assertIn('node_cpu_seconds_total',
+                      shown['prometheus.queries.cpu'][0])
+
+    def test_secrets_are_masked(self):
+        self.clouds_yaml = {'prometheus': {
+            'url': 'https://ops:s3cret@p:9090', 'token': 'tok3n',
+            'password': 'pw'}}
+        shown = self.show([])
+        self.assertEqual('https://ops:******@p:9090',
+                         shown['prometheus.url'][0])
+        self.assertEqual('******', shown['prometheus.token'][0])
+        self.assertNotIn('s3cret', repr(shown))
+        self.assertNotIn('tok3n', repr(shown))
+
+    def test_utilisation_profile_has_no_pressure_queries(self):
+        self.clouds_yaml = {'prometheus': {'profile': 'utilisation'}}
+        shown = self.show([])
+        self.assertIsNone(shown['prometheus.queries.cpu_pressure'][0])
+
+    def test_bad_settings_are_command_errors(self):
+        self.clouds_yaml = {'treshold': '0.1'}
+        self.assert_command_error(
+            config_cmd.ShowConfig, [],
+            'clouds.yaml cloud devcloud: leveller: unknown setting treshold '
+            '(did you mean threshold?)')
+        self.clouds_yaml = {}
+        for content, message in (
+                ('max_moves: [1\n', 'not valid YAML'),
+                ('- 1\n', 'the leveller settings must be a mapping')):
+            path = self.write('bad.yaml', content)
+            self.assert_command_error(config_cmd.ShowConfig,
+                                      ['--config', path],
+                                      '--config %s: %s' % (path, message))
+        self.assert_command_error(config_cmd.ShowConfig,
+                                  ['--config', '/nonexistent.yaml'],
+                                  'cannot read it: No such file')
+
+    def test_plan_uses_the_settings(self):
+        self.clouds_yaml = {'threshold': 1}
+        _, rows = self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo'])
+        self.assertEqual([], rows)
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--threshold', '0.05', '--max-moves', '2'])
+        self.assertEqual(2, len(rows))
+
+    def test_prometheus_flags(self):
+        self.clouds_yaml = {'prometheus': {'url': 'http://p:9090'}}
+        hyps, servers = b.three_hosts()
+        with self.live(b.document(hyps, servers)):
+            self.run_cmd(score.ScoreLeveller, [])
+            self.run_cmd(score.ScoreLeveller, ['--prometheus-url', 'http://q'])
+            self.run_cmd(score.ScoreLeveller, ['--no-prometheus'])
+        self.assertEqual(['http://p:9090', 'http://q', ''],
+                         [s['url'] for s in self.prometheus_settings])
+
+    def test_hypervisors_without_metrics_can_be_left_out(self):
+        hyps, servers = b.three_hosts()
+        document = b.document(hyps, servers)
+        document['hypervisors'][0]['metrics'] = {'cpu': 0.9, 'ram': 0.9}
+        self.clouds_yaml = {'prometheus': {'url': 'http://p:9090',
+                                           'no_metrics': 'exclude'}}
+        with self.live(document):
+            _, rows = self.run_cmd(plan.PlanLeveller, [])
+        self.assertIn('Left out of balancing, no metrics '
+                      '(prometheus.no_metrics: exclude): hv2, hv3',
+                      self.app.stderr.getvalue())
+        self.assertEqual([], rows)

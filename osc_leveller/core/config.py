@@ -1,0 +1,279 @@
+"""The leveller's settings: every key, its default, and where a value came from.
+
+Settings come in layers, later ones winning: the defaults here, the
+``leveller:`` section of the cloud's clouds.yaml entry, a ``--config`` YAML
+file, then command-line flags. Keys are written nested in YAML and dotted
+here (``prometheus.url``). Unknown keys and wrong types are errors that name
+the layer and the key, so a typo never silently keeps a default.
+"""
+
+import dataclasses
+import difflib
+import math
+import urllib.parse
+
+from osc_leveller.core import options
+from osc_leveller.core import scoring
+
+DEFAULT = 'default'
+MASK = '******'
+
+FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
+    'number', 'integer', 'true/false', 'text', 'list', 'choice')
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or has the wrong type; the message says where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    name: str
+    kind: str
+    default: object
+    help: str
+    minimum: float = None
+    choices: tuple = ()
+    secret: bool = False
+    # Lists from several layers add up instead of the last one replacing.
+    additive: bool = False
+    # The minimum itself is not allowed either.
+    above: bool = False
+
+
+PLANNER = options.PlannerOptions()  # the planner's defaults are ours
+
+
+def _weight(name):
+    return Key('weights.' + name, FLOAT, scoring.DEFAULT_WEIGHTS[name],
+               minimum=0,
+               help='Weight of %s in the host score' % name.replace('_', ' '))
+
+
+KEYS = (
+    Key('threshold', FLOAT, PLANNER.threshold, minimum=0,
+        help='Leave alone the balancing domains whose imbalance (standard '
+             'deviation of host scores) is below this'),
+    Key('min_gain', FLOAT, PLANNER.min_gain, minimum=0,
+        help='Least drop of the sum of squared score deviations a move '
+             'must bring'),
+    Key('max_moves', INT, PLANNER.max_moves, minimum=0,
+        help='Most live migrations in one plan'),
+    Key('ceiling', FLOAT, PLANNER.ceiling, minimum=0, above=True,
+        help='No move may push a destination\'s score above this'),
+    Key('move_cost', FLOAT, PLANNER.move_cost_gb, minimum=0,
+        help='Fixed cost of one migration in GiB of RAM copied'),
+    Key('cpu_compatibility', CHOICE, PLANNER.cpu_compatibility,
+        choices=(options.CPU_MODEL, options.CPU_FEATURES),
+        help='Servers move between the same CPU model, or to hypervisors '
+             'with every CPU feature of the current one'),
+    Key('cooldown', FLOAT, PLANNER.cooldown_hours, minimum=0,
+        help='Hours after a server\'s last migration (Nova\'s history) '
+             'before it may move again'),
+    Key('include_locked', BOOL, PLANNER.include_locked,
+        help='Also move locked servers'),
+    Key('exclude_hosts', LIST, (), additive=True,
+        help='Hypervisors never balanced (no moves off or onto them)'),
+    Key('exclude_projects', LIST, (), additive=True,
+        help='Projects whose servers never move'),
+    Key('availability_zones', LIST, (),
+        help='Only balance these availability zones (empty: all)'),
+    Key('projects', LIST, (),
+        help='Only move servers of these projects (empty: all)'),
+) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
+    Key('prometheus.url', TEXT, None,
+        help='Prometheus base URL; without it load comes from Placement '
+             'allocations'),
+    Key('prometheus.token', TEXT, None, secret=True,
+        help='Bearer token for Prometheus'),
+    Key('prometheus.username', TEXT, None, help='Basic-auth user name'),
+    Key('prometheus.password', TEXT, None, secret=True,
+        help='Basic-auth password'),
+    Key('prometheus.ca_bundle', TEXT, None,
+        help='CA bundle file to verify Prometheus\' TLS certificate'),
+    Key('prometheus.timeout', FLOAT, 10.0, minimum=0,
+        help='Seconds to wait for each Prometheus answer'),
+    Key('prometheus.retries', INT, 2, minimum=0,
+        help='Retries of a query that got no answer or HTTP 5xx'),
+    Key('prometheus.window', TEXT, '5m',
+        help='Smoothing window of rate() in the queries ({window})'),
+    Key('prometheus.host_label', TEXT, 'hypervisor',
+        help='Label carrying the hypervisor name ({label})'),
+    Key('prometheus.host_pattern', TEXT, '^([^:]+)',
+        help='Regular expression whose first group is the hypervisor name '
+             'in that label (strips ports)'),
+    Key('prometheus.profile', CHOICE, 'pressure',
+        choices=('pressure', 'utilisation'),
+        help='Default query set: utilisation plus PSI pressure, or '
+             'utilisation only'),
+    Key('prometheus.no_metrics', CHOICE, 'allocations',
+        choices=('allocations', 'exclude'),
+        help='A hypervisor without usable metrics is scored from Placement '
+             'allocations, or left out of balancing'),
+) + tuple(
+    Key('prometheus.queries.' + m, TEXT, None,
+        help='PromQL for host %s (empty text: do not query it)'
+        % m.replace('_', ' '))
+    for m in ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
+) + tuple(
+    Key('prometheus.server_queries.' + m, TEXT, None,
+        help='PromQL for server %s, by label uuid' % m)
+    for m in ('cpu', 'ram')
+)
+BY_NAME = {k.name: k for k in KEYS}
+
+
+def flatten(section, where):
+    """{dotted key: checked value} from a nested mapping; ConfigError if bad."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConfigError('%s: the leveller settings must be a mapping, not '
+                          '%s' % (where, type(section).__name__))
+    flat = {}
+    _walk(section, '', where, flat)
+    return flat
+
+
+def _walk(mapping, prefix, where, flat):
+    for name, value in mapping.items():
+        dotted = prefix + str(name)
+        if dotted in BY_NAME:
+            flat[dotted] = check(BY_NAME[dotted], value, where)
+        elif any(k.startswith(dotted + '.') for k in BY_NAME):
+            if not isinstance(value, dict):
+                raise ConfigError('%s: %s: must be a mapping of %s' % (
+                    where, dotted, ', '.join(
+                        k.name[len(dotted) + 1:] for k in KEYS
+                        if k.name.startswith(dotted + '.'))))
+            _walk(value, dotted + '.', where, flat)
+        else:
+            known = {k.name.rsplit('.', i)[0] for k in KEYS for i in (0, 1)}
+            close = difflib.get_close_matches(dotted, sorted(known), n=1)
+            raise ConfigError('%s: unknown setting %s%s' % (
+                where, dotted,
+                ' (did you mean %s?)' % close[0] if close else ''))
+
+
+def check(key, value, where, flag=False):
+    """The value converted to the key's kind, or ConfigError.
+
+    where names the layer; a flag names the setting itself.
+    """
+    def bad(expected):
+        return ConfigError('%s: %smust be %s (got %r)' % (
+            where, '' if flag else key.name + ': ', expected, value))
+
+    if value is None:
+        return None
+    if key.kind in (FLOAT, INT):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not isinstance(value, str):
+                raise bad('a number')
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad('a number') from None
+        if key.kind == INT:
+            if value != int(value):
+                raise bad('a whole number')
+            value = int(value)
+        elif not math.isfinite(value):
+            raise bad('a finite number')
+        if key.minimum is not None and (
+                value < key.minimum or key.above and value == key.minimum):
+            raise bad('%s %g' % ('>' if key.above else '>=', key.minimum))
+        return float(value) if key.kind == FLOAT else value
+    if key.kind == BOOL:
+        if not isinstance(value, bool):
+            raise bad('true or false')
+        return value
+    if key.kind == LIST:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(
+                isinstance(i, str) for i in items):
+            raise bad('a list of names')
+        return tuple(items)
+    if not isinstance(value, str):
+        raise bad('text')
+    if key.kind == CHOICE and value not in key.choices:
+        raise bad(' or '.join(key.choices))
+    return value
+
+
+def weight_flags(pairs, where='--weight'):
+    """{'weights.cpu': 2.0, ...} from 'name=value' strings; ConfigError if bad."""
+    flat = {}
+    names = [k.name[len('weights.'):] for k in KEYS
+             if k.name.startswith('weights.')]
+    for pair in pairs or ():
+        name, sep, value = pair.partition('=')
+        key = BY_NAME.get('weights.' + name.strip())
+        if not sep or key is None:
+            raise ConfigError('%s %s: use NAME=VALUE with NAME one of %s' % (
+                where, pair, ', '.join(names)))
+        flat[key.name] = check(key, value.strip(), '%s %s' % (where, pair),
+                               flag=True)
+    return flat
+
+
+class Settings:
+    """The effective value of every key and the layer it came from."""
+
+    def __init__(self, layers=()):
+        """layers: [(source, {dotted key: value})], lowest priority first."""
+        self.values = {k.name: k.default for k in KEYS}
+        self.sources = {k.name: DEFAULT for k in KEYS}
+        for source, flat in layers:
+            for name, value in flat.items():
+                if value is None:
+                    continue
+                origin = source
+                if BY_NAME[name].additive and self.values[name]:
+                    value = tuple(dict.fromkeys(self.values[name] + value))
+                    origin = '%s + %s' % (self.sources[name], source)
+                self.values[name] = value
+                self.sources[name] = origin
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    def section(self, prefix):
+        """{rest of key: value} of the keys under prefix, nested one level."""
+        result = {}
+        for name, value in self.values.items():
+            if not name.startswith(prefix + '.') or value is None:
+                continue
+            head, _, tail = name[len(prefix) + 1:].partition('.')
+            if tail:
+                result.setdefault(head, {})[tail] = value
+            else:
+                result[head] = value
+        return result
+
+    def rows(self):
+        """(key, value, source) for display, secrets masked."""
+        return [(k.name, display(k, self.values[k.name]),
+                 self.sources[k.name]) for k in KEYS]
+
+
+def display(key, value):
+    if value is None:
+        return None
+    if key.secret:
+        return MASK
+    if key.name == 'prometheus.url':
+        return mask_url(value)
+    if key.kind == LIST:
+        return list(value)
+    return value
+
+
+def mask_url(url):
+    """The URL with any password in it replaced by the mask."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = '%s:%s@%s' % (parts.username, MASK,
+                           parts.netloc.rpartition('@')[2])
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

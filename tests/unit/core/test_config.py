@@ -1,0 +1,133 @@
+import unittest
+
+from osc_leveller.core import config
+from osc_leveller.core import options
+
+
+def settings(*sections):
+    return config.Settings([('layer%d' % i, config.flatten(s, 'layer%d' % i))
+                            for i, s in enumerate(sections)])
+
+
+class TestFlatten(unittest.TestCase):
+    def test_nested_keys_and_conversions(self):
+        # openstacksdk hands clouds.yaml numbers over as strings.
+        flat = config.flatten({
+            'threshold': '0.2', 'max_moves': '3', 'include_locked': True,
+            'exclude_hosts': 'hv1', 'weights': {'cpu': 2},
+            'prometheus': {'url': 'http://p', 'queries': {'cpu': 'q'}}},
+            'here')
+        self.assertEqual({
+            'threshold': 0.2, 'max_moves': 3, 'include_locked': True,
+            'exclude_hosts': ('hv1',), 'weights.cpu': 2.0,
+            'prometheus.url': 'http://p', 'prometheus.queries.cpu': 'q'},
+            flat)
+        self.assertIsInstance(flat['max_moves'], int)
+        self.assertEqual({}, config.flatten(None, 'here'))
+
+    def test_errors_name_the_layer_and_the_key(self):
+        for section, message in (
+                ({'treshold': 1},
+                 'f.yaml: unknown setting treshold (did you mean threshold?)'),
+                ({'prometheus': {'quries': {}}},
+                 'did you mean prometheus.queries?'),
+                ({'prometheus': 'http://p'},
+                 'f.yaml: prometheus: must be a mapping of url, token'),
+                ({'max_moves': 1.5},
+                 'f.yaml: max_moves: must be a whole number (got 1.5)'),
+                ({'threshold': 'high'}, 'threshold: must be a number'),
+                ({'threshold': True}, 'threshold: must be a number'),
+                ({'threshold': float('nan')}, 'must be a finite number'),
+                ({'cooldown': -1}, 'cooldown: must be >= 0 (got -1)'),
+                ({'ceiling': 0}, 'ceiling: must be > 0 (got 0)'),
+                ({'include_locked': 'yes'}, 'must be true or false'),
+                ({'cpu_compatibility': 'x'}, 'must be model or features'),
+                ({'prometheus': {'no_metrics': 'ignore'}},
+                 'must be allocations or exclude'),
+                ({'exclude_hosts': [1, 2]}, 'must be a list of names'),
+                ({'prometheus': {'url': 9090}}, 'prometheus.url: must be text'),
+                ('threshold: 1', 'the leveller settings must be a mapping')):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.flatten(section, 'f.yaml')
+            self.assertIn(message, str(ctx.exception))
+
+    def test_every_default_passes_its_own_check(self):
+        for key in config.KEYS:
+            self.assertEqual(key.default, config.check(key, key.default, 'x'),
+                             key.name)
+
+    def test_defaults_are_the_planners(self):
+        built = options.from_settings(config.Settings())
+        self.assertEqual(options.PlannerOptions(), built)
+
+
+class TestWeightFlags(unittest.TestCase):
+    def test_pairs(self):
+        self.assertEqual({'weights.cpu': 2.0, 'weights.ram_pressure': 0.0},
+                         config.weight_flags(['cpu=2', 'ram_pressure= 0']))
+
+    def test_bad_pairs(self):
+        for pair, message in (
+                ('disk=1', '--weight disk=1: use NAME=VALUE with NAME one of '
+                           'cpu, ram, cpu_pressure, ram_pressure'),
+                ('cpu', 'use NAME=VALUE'),
+                ('cpu=lots', "--weight cpu=lots: must be a number (got "
+                             "'lots')"),
+                ('cpu=-1', 'must be >= 0'),
+                ('cpu=nan', 'must be a finite number')):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.weight_flags([pair])
+            self.assertIn(message, str(ctx.exception))
+
+    def test_zero_cpu_and_ram_is_refused_by_the_planner(self):
+        effective = config.Settings([('--weight', config.weight_flags(
+            ['cpu=0', 'ram=0']))])
+        with self.assertRaises(ValueError) as ctx:
+            options.from_settings(effective)
+        self.assertIn('cannot both be 0', str(ctx.exception))
+
+
+class TestSettings(unittest.TestCase):
+    def test_later_layers_win_and_sources_are_kept(self):
+        effective = settings({'threshold': 0.1, 'max_moves': 5},
+                             {'threshold': 0.2})
+        self.assertEqual((0.2, 'layer1'), (effective['threshold'],
+                                           effective.sources['threshold']))
+        self.assertEqual((5, 'layer0'), (effective['max_moves'],
+                                         effective.sources['max_moves']))
+        self.assertEqual(('default', 0.85), (effective.sources['ceiling'],
+                                             effective['ceiling']))
+
+    def test_exclusions_add_up_scopes_replace(self):
+        effective = settings(
+            {'exclude_hosts': ['hv1', 'hv2'], 'availability_zones': ['az1']},
+            {'exclude_hosts': ['hv2', 'hv3'], 'availability_zones': ['az2']})
+        self.assertEqual(('hv1', 'hv2', 'hv3'), effective['exclude_hosts'])
+        self.assertEqual('layer0 + layer1', effective.sources['exclude_hosts'])
+        self.assertEqual(('az2',), effective['availability_zones'])
+
+    def test_section(self):
+        effective = settings({'prometheus': {
+            'url': 'http://p', 'queries': {'cpu': 'q'}}})
+        section = effective.section('prometheus')
+        self.assertEqual('http://p', section['url'])
+        self.assertEqual({'cpu': 'q'}, section['queries'])
+        self.assertEqual(10.0, section['timeout'])
+        self.assertNotIn('token', section)  # unset keys are left out
+
+    def test_rows_mask_secrets(self):
+        effective = settings({'prometheus': {
+            'url': 'https://ops:s3cret@prom:9090/x', 'token': 'tok',
+            'password': 'pw', 'username': 'ops'}})
+        rows = {name: value for name, value, _ in effective.rows()}
+        self.assertEqual('https://ops:******@prom:9090/x',
+                         rows['prometheus.url'])
+        self.assertEqual('******', rows['prometheus.token'])
+        self.assertEqual('******', rows['prometheus.password'])
+        self.assertEqual('ops', rows['prometheus.username'])
+        self.assertNotIn('s3cret', repr(effective.rows()))
+        self.assertIsNone(rows['prometheus.ca_bundle'])
+        self.assertEqual([k.name for k in config.KEYS], list(rows))
+
+    def test_url_without_password_is_shown_as_is(self):
+        self.assertEqual('http://p:9090', config.mask_url('http://p:9090'))
