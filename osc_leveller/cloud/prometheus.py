@@ -39,12 +39,31 @@ class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
 
 
+class NoSeries(Unreachable):
+    """A host query found nothing for any hypervisor.
+
+    Prometheus answered, so it is not unreachable, but the caller does the
+    same: it falls back to allocations for every hypervisor, with this one
+    reason instead of one per hypervisor.
+    """
+
+
 def escape_label_value(value):
     """A string safe inside a PromQL label matcher's double quotes."""
     return value.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
 
 
 class Client:
+    """Instant queries against Prometheus' HTTP API.
+
+    No answer, or HTTP 5xx after the retries, is Unreachable: the caller may
+    fall back to allocations. Any other answer that is not a successful
+    instant vector is a PrometheusError, a hard error: refused credentials, a
+    query Prometheus rejects, or a URL that answers but not like Prometheus
+    (the URL of Keystone, say). An operator who configured that URL wants to
+    hear it is wrong rather than get scores from allocations unawares.
+    """
+
     def __init__(self, url, token=None, username=None, password=None,
                  ca_bundle=None, timeout=10.0, retries=2, session=None):
         self.url = url.rstrip('/')
@@ -81,14 +100,25 @@ class Client:
         try:
             body = response.json()
         except ValueError:
+            body = None
+        if not isinstance(body, dict):
             body = {}
         if response.status_code in (401, 403):
             raise PrometheusError(
-                'Prometheus at %s refused the credentials (HTTP %d)' % (
+                'Prometheus at %s refused the credentials (HTTP %d): check '
+                'leveller: prometheus: token, or username and password' % (
                     self.url, response.status_code))
-        if body.get('status') != 'success':
+        # Prometheus' API always answers {"status": "success" | "error"};
+        # anything else comes from another server at that URL.
+        if body.get('status') == 'error':
             raise PrometheusError('Prometheus rejected the query %r: %s' % (
-                promql, body.get('error') or 'HTTP %d' % response.status_code))
+                promql, body.get('error') or body.get('errorType') or
+                'HTTP %d' % response.status_code))
+        if body.get('status') != 'success':
+            raise PrometheusError(
+                '%s does not answer like Prometheus (HTTP %d on '
+                '/api/v1/query): check leveller: prometheus: url' % (
+                    self.url, response.status_code))
         data = body.get('data') or {}
         if data.get('resultType') != 'vector':
             raise PrometheusError(
@@ -122,7 +152,9 @@ class Reader:
 
     def host_name(self, label_value, hypervisors):
         """The hypervisor a label value names: exact, then short names."""
-        match = self.host_pattern.search(label_value or '')
+        if not label_value:  # a series without the label names no host
+            return None
+        match = self.host_pattern.search(label_value)
         value = (match.group(1) if match and match.groups() else
                  match.group(0) if match else label_value)
         if value in hypervisors:
@@ -132,13 +164,25 @@ class Reader:
         return found[0] if len(found) == 1 else None
 
     def host_metrics(self, hypervisors):
-        """({hypervisor: {metric: value}}, {hypervisor: why it has none})."""
+        """({hypervisor: {metric: value}}, {hypervisor: why it has none}).
+
+        NoSeries when a query of HOST_METRICS finds nothing for any
+        hypervisor: a query or label that matches nothing is a configuration
+        problem to name once, not a reason to repeat for every hypervisor.
+        When only some hypervisors lack series, each gets its own reason.
+        """
         values = {h: {} for h in hypervisors}
         problems = {}
         for metric, template in self.queries.items():
+            samples = self.client.query(self._render(template))
+            found = [(self.host_name(labels.get(self.host_label),
+                                     hypervisors), value)
+                     for labels, value in samples]
+            if metric in HOST_METRICS and hypervisors and \
+                    not any(host for host, _ in found):
+                raise NoSeries(self._nothing_found(metric, len(samples)))
             seen = set()
-            for labels, value in self.client.query(self._render(template)):
-                host = self.host_name(labels.get(self.host_label), hypervisors)
+            for host, value in found:
                 if host is None or host in seen:
                     continue
                 seen.add(host)
@@ -151,6 +195,14 @@ class Reader:
                     problems.setdefault(host, 'no %s series' % metric)
         result = {h: v for h, v in values.items() if h not in problems}
         return result, problems
+
+    def _nothing_found(self, metric, series):
+        if not series:
+            return ('the %s query returned no series at all (check leveller: '
+                    'prometheus: queries: %s)' % (metric, metric))
+        return ('the %s query returned %d series, none naming a hypervisor '
+                'in its %s label (check leveller: prometheus: host_label and '
+                'host_pattern)' % (metric, series, self.host_label))
 
     def server_metrics(self):
         """{server uuid: {cpu, ram}} from the libvirt exporter series."""

@@ -1,14 +1,48 @@
 """The leveller's commands on the live devcloud (no --snapshot)."""
 
+import contextlib
 import json
 import os
+import re
 import tempfile
 
 import yaml
 
+from osc_leveller.cloud import prometheus
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
 from tests.functional import test_devcloud
+
+
+def clouds_yaml():
+    with open(os.environ['OS_CLIENT_CONFIG_FILE']) as f:
+        return yaml.safe_load(f)
+
+
+@contextlib.contextmanager
+def prometheus_settings(**settings):
+    """An environment whose clouds.yaml changes devcloud's Prometheus."""
+    config = clouds_yaml()
+    config['clouds']['devcloud']['leveller']['prometheus'].update(settings)
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
+        yaml.safe_dump(config, f)
+        f.flush()
+        yield dict(os.environ, OS_CLIENT_CONFIG_FILE=f.name)
+
+
+def scenario_servers(spec):
+    """{server name: its scenario entry}, counts expanded."""
+    return {entry['name'].format(i=i): entry
+            for entry in spec['servers']
+            for i in range(1, int(entry.get('count', 1)) + 1)}
+
+
+def assert_between(test, value, reads, tolerance, what):
+    """value within tolerance of the span of the direct reads around it."""
+    low, high = min(reads), max(reads)
+    test.assertTrue(low - tolerance <= value <= high + tolerance,
+                    '%s: %r from the leveller, %r from Prometheus' % (
+                        what, value, reads))
 
 
 class TestLiveMixed(base.DevcloudTestCase):
@@ -66,14 +100,7 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertGreater(measured['hv01'], measured['hv02'])
 
     def test_score_falls_back_when_prometheus_is_unreachable(self):
-        with open(os.environ['OS_CLIENT_CONFIG_FILE']) as f:
-            config = yaml.safe_load(f)
-        config['clouds']['devcloud']['leveller']['prometheus']['url'] = \
-            'http://127.0.0.1:9'
-        with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
-            yaml.safe_dump(config, f)
-            f.flush()
-            env = dict(os.environ, OS_CLIENT_CONFIG_FILE=f.name)
+        with prometheus_settings(url='http://127.0.0.1:9') as env:
             result = base.openstack('leveller', 'score', parse=False,
                                     env=env)
         self.assertEqual(0, result.returncode, result.stderr)
@@ -82,6 +109,119 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertIn('Load from Placement allocations for 6 of 6',
                       result.stderr)
         self.assertNotIn('admin', result.stderr)
+
+    def test_a_url_that_is_not_prometheus_is_an_error(self):
+        keystone = clouds_yaml()['clouds']['devcloud']['auth']['auth_url']
+        for url in (keystone.rsplit('/v3', 1)[0],
+                    'http://127.0.0.1:%s' % os.environ.get('NOVA_PORT',
+                                                           '8774')):
+            with self.subTest(url=url), prometheus_settings(url=url) as env:
+                result = base.openstack('leveller', 'score', parse=False,
+                                        check=False, env=env)
+                self.assertEqual(1, result.returncode, result.stderr)
+                self.assertRegex(result.stderr, re.escape(url) + (
+                    r' does not answer like Prometheus \(HTTP \d+ on '
+                    r'/api/v1/query\): check leveller: prometheus: url'))
+                self.assertNotIn('Traceback', result.stderr)
+                self.assertNotIn('allocations', result.stderr)
+
+    def test_a_host_query_without_series_falls_back_with_one_note(self):
+        with prometheus_settings(queries={'cpu': 'no_such_metric'}) as env:
+            result = base.openstack('leveller', 'score', '--long', '-f',
+                                    'json', parse=False, env=env)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('Note: the cpu query returned no series at all (check '
+                      'leveller: prometheus: queries: cpu): load from '
+                      'Placement allocations', result.stderr)
+        self.assertNotIn('no cpu series', result.stderr)
+        self.assertIn('Load from Placement allocations for 6 of 6',
+                      result.stderr)
+        rows = json.loads(result.stdout)
+        self.assertEqual(6, len(rows))
+        self.assertEqual({'allocations'}, {r['Load Source'] for r in rows})
+
+    def test_metrics_land_on_the_right_hypervisors_and_servers(self):
+        spec = test_devcloud.scenario('mixed')
+        window = clouds_yaml()['clouds']['devcloud']['leveller'][
+            'prometheus']['window']
+        hypervisors = {h['name'] for h in spec['hypervisors']}
+        names = {s['ID']: s['Name'] for s in base.openstack(
+            'server', 'list', '--all-projects')}
+        uuids = set(names)
+        # RAM is steady in this scenario, CPU only moves with hv05's
+        # sine-wave batch servers and the 30 s rate window's edges.
+        tolerance = {'cpu': 0.01, 'ram': 0.001}
+        entries = scenario_servers(spec)
+        expected = {uuid: self._expected_usage(entries[name])
+                    for uuid, name in names.items()}
+
+        def read(queries, keys):
+            return {m: base.promql_for(q.format(window=window,
+                                                label='hypervisor'), keys)
+                    for m, q in queries.items() if m in ('cpu', 'ram')}
+
+        def settled():
+            cpu = read(prometheus.SERVER_QUERIES, uuids)['cpu']
+            return all(abs(cpu[uuid] - usage['cpu']) <= tolerance['cpu']
+                       for uuid, usage in expected.items()
+                       if usage['cpu'] is not None)
+
+        # Servers paused or stopped at the end of the load still show CPU
+        # until the rate window has passed.
+        base.wait_for(settled, 120, message='server CPU rates as in mixed')
+        # Direct reads before and after the leveller's, as it sees them:
+        # its value must lie within what Prometheus said around it.
+        hosts_before = read(prometheus.DEFAULT_QUERIES, hypervisors)
+        servers_before = read(prometheus.SERVER_QUERIES, uuids)
+        with tempfile.NamedTemporaryFile(suffix='.json') as f:
+            base.openstack('leveller', 'snapshot', '--output-file', f.name)
+            with open(f.name) as saved:
+                document = json.load(saved)
+        hosts_after = read(prometheus.DEFAULT_QUERIES, hypervisors)
+        servers_after = read(prometheus.SERVER_QUERIES, uuids)
+
+        metrics = {h['name']: h['metrics'] for h in document['hypervisors']}
+        self.assertEqual(hypervisors, set(metrics))
+        for name in sorted(hypervisors):
+            self.assertIsNotNone(metrics[name], name)
+            for m in ('cpu', 'ram'):
+                assert_between(self, metrics[name][m],
+                               (hosts_before[m][name], hosts_after[m][name]),
+                               tolerance[m], '%s %s' % (name, m))
+        # Distinct values, so a hypervisor swap could not pass unseen.
+        ram = sorted(hosts_after['ram'].values())
+        self.assertGreater(min(b - a for a, b in zip(ram, ram[1:])),
+                           4 * tolerance['ram'])
+        self.assertGreater(metrics['hv01']['cpu'], metrics['hv02']['cpu'])
+        self.assertGreater(metrics['hv05']['cpu'], metrics['hv06']['cpu'])
+
+        servers = {s['id']: s for s in document['servers']}
+        self.assertEqual(uuids, set(servers))
+        for uuid, server in sorted(servers.items()):
+            usage = server.get('usage') or {}
+            for m in ('cpu', 'ram'):
+                what = '%s %s' % (server['name'], m)
+                assert_between(self, usage.get(m, -1.0),
+                               (servers_before[m][uuid],
+                                servers_after[m][uuid]), tolerance[m], what)
+                # And the scenario's own number for the server of that name.
+                if expected[uuid][m] is not None:
+                    self.assertAlmostEqual(expected[uuid][m], usage[m],
+                                           delta=tolerance[m], msg=what)
+
+    @staticmethod
+    def _expected_usage(entry):
+        """{cpu, ram} the exporter shows for a scenario server (None: moves).
+
+        Its load model: only ACTIVE servers use CPU, PAUSED ones keep their
+        memory; defaults cpu 0.1, mem 0.3; "LO~HI@PERIOD" is a sine wave.
+        """
+        load = entry.get('load') or {}
+        state = entry.get('state', 'active')
+        cpu = load.get('cpu', 0.1) if state in ('active', 'locked') else 0.0
+        ram = load.get('mem', 0.3) if state != 'shutoff' else 0.0
+        return {m: None if isinstance(v, str) else float(v)
+                for m, v in (('cpu', cpu), ('ram', ram))}
 
     def test_plan_respects_groups_and_states(self):
         moves = base.openstack('leveller', 'plan', '--max-moves', '50')
@@ -97,3 +237,16 @@ class TestLiveMixed(base.DevcloudTestCase):
             self.assertNotIn('hv04', (move['Source'], move['Destination']))
             if move['Server'] == 'web-1':
                 self.assertNotEqual('hv02', move['Destination'])
+
+
+class TestNotAdmin(base.DevcloudTestCase):
+    """devcloud-member: user demo with only the member role."""
+
+    def test_score_says_an_admin_role_is_needed(self):
+        # The later --os-cloud wins over base.openstack's own.
+        result = base.openstack('--os-cloud', 'devcloud-member', 'leveller',
+                                'score', parse=False, check=False)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn('the leveller needs an admin role', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        self.assertEqual('', result.stdout)

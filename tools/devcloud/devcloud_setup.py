@@ -55,6 +55,31 @@ def catalog():
                 service_id=svc.id, interface=iface, region_id='RegionOne',
                 url='http://127.0.0.1:%s%s' % (port, suffix))
         print('catalog: %s -> 127.0.0.1:%s%s' % (stype, port, suffix))
+    member(c)
+
+
+def member(c):
+    """Project and user demo with only the member role (devcloud-member).
+
+    Idempotent; an existing user gets DEMO_PASSWORD again, so it matches the
+    clouds.yaml that every start writes.
+    """
+    password = os.environ.get('DEMO_PASSWORD', 'demo')
+    role = c.identity.find_role('member') or \
+        c.identity.create_role(name='member')
+    project = c.identity.find_project('demo', domain_id='default') or \
+        c.identity.create_project(name='demo', domain_id='default',
+                                  description='devcloud non-admin project')
+    user = c.identity.find_user('demo', domain_id='default')
+    if user is None:
+        user = c.identity.create_user(name='demo', domain_id='default',
+                                      password=password,
+                                      default_project_id=project.id)
+    else:
+        c.identity.update_user(user, password=password)
+    if not c.identity.validate_user_has_project_role(project, user, role):
+        c.identity.assign_project_role_to_user(project, user, role)
+    print('user demo: member of project demo')
 
 
 def wait_computes(n, timeout=240):

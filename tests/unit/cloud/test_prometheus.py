@@ -6,6 +6,7 @@ import threading
 import unittest
 import urllib.parse
 
+from osc_leveller.cloud import collect
 from osc_leveller.cloud import prometheus
 
 HYPERVISORS = ['hv01.example.net', 'hv02.example.net', 'hv03.example.net']
@@ -24,9 +25,12 @@ class FakePrometheus(http.server.BaseHTTPRequestHandler):
             if key in query:
                 status, body = answer
                 break
-        data = json.dumps(body).encode()
+        # A str body is another server's page (HTML), not JSON.
+        data = body.encode() if isinstance(body, str) else \
+            json.dumps(body).encode()
         self.send_response(status)
-        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Type', 'text/html' if isinstance(
+            body, str) else 'application/json')
         self.send_header('Content-Length', str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -142,6 +146,72 @@ class PrometheusTest(unittest.TestCase):
             closed.query('up')
         self.assertIn('cannot reach Prometheus at http://127.0.0.1:9',
                       str(ctx.exception))
+
+    def test_a_url_that_is_not_prometheus_is_an_error(self):
+        # Keystone's 404 page, Nova's version document (300, no Location),
+        # and a web server that answers anything with 200.
+        for status, body in ((404, '<title>404 Not Found</title>'),
+                             (300, {'choices': [{'id': 'v2.1'}]}),
+                             (200, ['not', 'prometheus'])):
+            FakePrometheus.answers = {'up': (status, body)}
+            FakePrometheus.seen = []
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                prometheus.Client(self.url, retries=2).query('up')
+            self.assertNotIsInstance(ctx.exception, prometheus.Unreachable)
+            self.assertEqual(
+                '%s does not answer like Prometheus (HTTP %d on '
+                '/api/v1/query): check leveller: prometheus: url' % (
+                    self.url, status), str(ctx.exception))
+            self.assertEqual(1, len(FakePrometheus.seen))  # no retries
+
+    def test_a_host_query_with_no_series_at_all(self):
+        FakePrometheus.answers = {
+            'no_such_metric': vector(),
+            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5)),
+            'pressure': vector(),
+        }
+        reader = self.reader(queries={'cpu': 'no_such_metric',
+                                      'ram': prometheus.DEFAULT_QUERIES['ram']})
+        with self.assertRaises(prometheus.NoSeries) as ctx:
+            reader.host_metrics(HYPERVISORS)
+        message = ('the cpu query returned no series at all (check '
+                   'leveller: prometheus: queries: cpu)')
+        self.assertEqual(message, str(ctx.exception))
+        # The collector falls back for every hypervisor with one note.
+        document = {'source': {'kind': 'cloud'}, 'servers': [],
+                    'hypervisors': [{'name': h, 'metrics': None}
+                                    for h in HYPERVISORS]}
+        collect.add_metrics(document, reader)
+        self.assertEqual(message + ': load from Placement allocations',
+                         document['source']['note'])
+        self.assertEqual([None] * 3,
+                         [h['metrics'] for h in document['hypervisors']])
+
+    def test_host_series_that_name_no_hypervisor(self):
+        FakePrometheus.answers = {
+            'node_cpu_seconds_total': vector(({'instance': 'hv01:9100'}, 0.5),
+                                             ({'instance': 'hv02:9100'}, 0.5)),
+        }
+        with self.assertRaises(prometheus.NoSeries) as ctx:
+            self.reader().host_metrics(HYPERVISORS)
+        self.assertEqual(
+            'the cpu query returned 2 series, none naming a hypervisor in '
+            'its hypervisor label (check leveller: prometheus: host_label and '
+            'host_pattern)', str(ctx.exception))
+
+    def test_empty_optional_queries_and_no_hypervisors_are_fine(self):
+        FakePrometheus.answers = {'': vector()}
+        self.assertEqual(({}, {}), self.reader().host_metrics([]))
+        FakePrometheus.answers = {
+            'node_cpu_seconds_total': vector(({'hypervisor': 'hv01'}, 0.5)),
+            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5)),
+            'pressure': vector(),
+        }
+        values, problems = self.reader().host_metrics(HYPERVISORS)
+        self.assertEqual({'hv01.example.net': {'cpu': 0.5, 'ram': 0.5}},
+                         values)
+        self.assertEqual({'hv02.example.net': 'no cpu series',
+                          'hv03.example.net': 'no cpu series'}, problems)
 
     def test_escape_label_value(self):
         self.assertEqual('a\\"b\\\\c\\n', prometheus.escape_label_value(
