@@ -22,11 +22,15 @@ DEFAULT_QUERIES = {
     'ram_pressure':
         'rate(node_pressure_memory_waiting_seconds_total[{window}])',
 }
+# max by (uuid): right after a live migration a server has series on both
+# hypervisors for one rate window, and a plain division would match twice.
 SERVER_QUERIES = {
-    'cpu': 'rate(libvirt_domain_info_cpu_time_seconds_total[{window}]) '
-           '/ on (uuid) libvirt_domain_info_virtual_cpus',
-    'ram': 'libvirt_domain_info_memory_usage_bytes '
-           '/ on (uuid) libvirt_domain_info_maximum_memory_bytes',
+    'cpu': 'max by (uuid) '
+           '(rate(libvirt_domain_info_cpu_time_seconds_total[{window}])) '
+           '/ on (uuid) max by (uuid) (libvirt_domain_info_virtual_cpus)',
+    'ram': 'max by (uuid) (libvirt_domain_info_memory_usage_bytes) '
+           '/ on (uuid) max by (uuid) '
+           '(libvirt_domain_info_maximum_memory_bytes)',
 }
 HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
 
@@ -111,9 +115,15 @@ class Client:
         # Prometheus' API always answers {"status": "success" | "error"};
         # anything else comes from another server at that URL.
         if body.get('status') == 'error':
-            raise PrometheusError('Prometheus rejected the query %r: %s' % (
+            # bad_data: the query itself is wrong, and stays wrong. Other
+            # errors (execution, timeout) can pass with the data, so the
+            # caller falls back to allocations for this run.
+            error = 'Prometheus rejected the query %r: %s' % (
                 promql, body.get('error') or body.get('errorType') or
-                'HTTP %d' % response.status_code))
+                'HTTP %d' % response.status_code)
+            if body.get('errorType') == 'bad_data':
+                raise PrometheusError(error)
+            raise Unreachable(error)
         if body.get('status') != 'success':
             raise PrometheusError(
                 '%s does not answer like Prometheus (HTTP %d on '

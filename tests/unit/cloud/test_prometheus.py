@@ -140,6 +140,17 @@ class PrometheusTest(unittest.TestCase):
             self.assertIn(message, str(ctx.exception))
         self.assertEqual(2, sum(1 for q, _ in FakePrometheus.seen
                                 if q == 'down'))
+        # A bad query stays bad; an execution error may pass with the data.
+        FakePrometheus.answers['ratio'] = (422, {
+            'status': 'error', 'errorType': 'execution',
+            'error': 'multiple matches for labels: many-to-one matching '
+                     'must be explicit (group_left/group_right)'})
+        with self.assertRaises(prometheus.PrometheusError) as ctx:
+            client.query('bad(')
+        self.assertNotIsInstance(ctx.exception, prometheus.Unreachable)
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            client.query('ratio')
+        self.assertIn('many-to-one matching', str(ctx.exception))
         closed = prometheus.Client('http://127.0.0.1:9', retries=0,
                                    timeout=1)
         with self.assertRaises(prometheus.PrometheusError) as ctx:
