@@ -29,7 +29,7 @@
 #   slow-incoming-<dest>   holds a number of seconds: the transfer takes that
 #                          long instead (to test timeouts and aborts).
 # An abort (DELETE /servers/{id}/migrations/{id}) ends a transfer early and
-# rolls back the same way.
+# rolls back the same way, with the migration 'cancelled' as libvirt's is.
 #
 # It also
 #  * uses the persistent node identity in $state_path/compute_id (like a
@@ -203,7 +203,10 @@ class DevCloudFakeDriver(fake.FakeDriver):
             LOG.warning('Simulated live migration to %s %s: rolling back',
                         dest, 'aborted' if aborted.is_set() else 'failed',
                         instance=instance)
-            recover_method(context, instance, dest, migrate_data)
+            # Like libvirt's monitor: an aborted job ends 'cancelled'.
+            recover_method(context, instance, dest, migrate_data,
+                           migration_status='cancelled' if aborted.is_set()
+                           else 'failed')
             return
         post_method(context, instance, dest, block_migration, migrate_data)
 

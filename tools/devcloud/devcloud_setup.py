@@ -174,6 +174,16 @@ def clear(c):
         c.compute.wait_for_delete(server, wait=300)
     for group in c.compute.server_groups(all_projects=True):
         c.compute.delete_server_group(group)
+    # Nova can leak a migration's allocation, e.g. when a server is deleted
+    # while it live-migrates; with no servers left, every allocation is one.
+    for rp in c.placement.resource_providers():
+        found = c.placement.get(
+            '/resource_providers/%s/allocations' % rp.id,
+            microversion='1.28').json()['allocations']
+        for consumer in found:
+            print('clear: leaked allocation of %s on %s' % (consumer, rp.name))
+            c.placement.delete('/allocations/%s' % consumer,
+                               microversion='1.28')
 
 
 def expand(entries):
