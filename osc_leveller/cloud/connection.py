@@ -13,12 +13,14 @@ from openstack import exceptions as sdk_exc
 from osc_leveller.cloud import collect
 
 
-def open_connection(cloud_config, options):
+def open_connection(cloud_config, options, request_id=None):
+    """request_id: a global request id sent with every call (req-<uuid>)."""
     try:
         region = cloud_config.get_one(
             cloud=getattr(options, 'cloud', None), argparse=options,
             validate=True, app_name='osc-leveller')
-        return connection.Connection(config=region)
+        return connection.Connection(config=region,
+                                     global_request_id=request_id)
     except (sdk_exc.ConfigException, ksa_exc.ClientException) as exc:
         raise collect.CollectError(
             'cannot connect to the cloud: %s (choose one with --os-cloud or '

@@ -119,6 +119,21 @@ KEYS = (
     Key('prometheus.server_queries.' + m, TEXT, None,
         help='PromQL for server %s, by label uuid' % m)
     for m in ('cpu', 'ram')
+) + (
+    Key('apply.batch', INT, None, minimum=0,
+        help='Most live migrations one apply starts (none: the whole plan)'),
+    Key('apply.max_parallel', INT, 2, minimum=1,
+        help='Most live migrations running at once'),
+    Key('apply.timeout', FLOAT, 900.0, minimum=1,
+        help='Seconds one live migration may take before it is aborted'),
+    Key('apply.poll_interval', FLOAT, 2.0, minimum=0.1,
+        help='Seconds between two looks at a running migration'),
+    Key('apply.stop_on_error', BOOL, True,
+        help='Start no further migration after one failed'),
+    Key('apply.lock_file', TEXT, '~/.local/state/osc-leveller/apply.lock',
+        help='Lock held while apply runs, so runs never overlap'),
+    Key('apply.journal', TEXT, '~/.local/state/osc-leveller/journal.jsonl',
+        help='JSON-lines record of every action (empty text: none)'),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

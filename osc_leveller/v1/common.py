@@ -19,6 +19,9 @@ FLAG_KEYS = {
     'exclude_project': 'exclude_projects',
     'availability_zone': 'availability_zones', 'project': 'projects',
     'prometheus_url': 'prometheus.url',
+    'batch': 'apply.batch', 'max_parallel': 'apply.max_parallel',
+    'timeout': 'apply.timeout', 'stop_on_error': 'apply.stop_on_error',
+    'lock_file': 'apply.lock_file', 'journal': 'apply.journal',
 }
 
 
@@ -131,6 +134,14 @@ def add_long_option(parser):
         help='List additional fields in output')
 
 
+def open_connection(app, request_id=None):
+    try:
+        return connection.open_connection(app.cloud_config, app.options,
+                                          request_id)
+    except collect.CollectError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+
+
 def load_snapshot(parsed_args, app, effective):
     """The --snapshot file, or the live cloud the shell was pointed at."""
     try:
@@ -206,13 +217,13 @@ def planner_options(snapshot, effective, app):
         raise exceptions.CommandError(str(exc)) from exc
 
 
-def add_planner_options(parser):
+def add_planner_options(parser, snapshot=True):
     """The options every planning command (plan, apply) takes.
 
     No flag has an argparse default: a flag left out keeps the value of the
     settings (clouds.yaml, --config) or the built-in default.
     """
-    add_source_options(parser)
+    add_source_options(parser, snapshot=snapshot)
     add_weight_option(parser)
     parser.add_argument(
         '--max-moves', metavar='<count>', type=int,

@@ -12,12 +12,17 @@ from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core import options as core_options
+from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import columns
+from osc_leveller.v1 import common
 from osc_leveller.v1 import config as config_cmd
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score
+from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
+from tests.unit.core import test_executor
 
 
 class CommandTest(base.TestCommand):
@@ -358,3 +363,109 @@ class TestSettings(CommandTest):
                       '(prometheus.no_metrics: exclude): hv2, hv3',
                       self.app.stderr.getvalue())
         self.assertEqual([], rows)
+
+
+class TestApply(CommandTest):
+    """The command's guards, exit codes and journal, over a simulated Nova."""
+
+    def setUp(self):
+        super().setUp()
+        hyps, servers = test_executor.hot_cloud()
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        self.clouds_yaml = {'apply': {
+            'poll_interval': 0.1,
+            'lock_file': os.path.join(self.tmp.name, 'apply.lock'),
+            'journal': os.path.join(self.tmp.name, 'journal.jsonl')},
+            'prometheus': {'password': 'pr0m-secret'}}
+        patcher = mock.patch.multiple(
+            apply_cmd, actions_mod=mock.Mock(
+                Actions=lambda *a, **kw: self.nova))
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        connect = mock.patch.object(common, 'open_connection',
+                                    lambda app, request_id: None)
+        connect.start()
+        self.addCleanup(connect.stop)
+
+    def apply(self, args):
+        cmd = apply_cmd.ApplyLeveller(self.app, None)
+        parsed = self.check_parser(cmd, args, [])
+        self.app.stdout = io.StringIO()
+        code = cmd.run(parsed)
+        return code, self.app.stdout.getvalue(), self.app.stderr.getvalue()
+
+    def journal(self):
+        with open(os.path.join(self.tmp.name, 'journal.jsonl')) as f:
+            return [json.loads(line) for line in f]
+
+    def test_cron_mode_batch_one(self):
+        code, out, err = self.apply(['--batch', '1', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        rows = json.loads(out)
+        self.assertEqual('done', rows[0]['Status'])
+        self.assertEqual({'not started'}, {r['Status'] for r in rows[1:]})
+        self.assertIn(': done in', err)
+        events = [e['event'] for e in self.journal()]
+        self.assertEqual(['start', 'migrate', 'done'], events[:3])
+        self.assertEqual('end', events[-1])
+        self.assertEqual(1, len({e['request_id'] for e in self.journal()}))
+        self.assertTrue(self.journal()[0]['request_id'].startswith('req-'))
+
+    def test_a_failed_move_exits_3_and_the_journal_says_so(self):
+        plan_path = os.path.join(self.tmp.name, 'plan.json')
+        the_plan = test_executor.planner.make_plan(
+            self.nova.snapshot(), core_options.PlannerOptions())
+        plan_mod.write(the_plan, plan_path)
+        self.nova.behaviour[the_plan.moves[0].destination] = 'fail'
+        code, out, err = self.apply([plan_path, '--max-parallel', '1',
+                                     '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_PROBLEMS, code)
+        rows = json.loads(out)
+        self.assertEqual('failed', rows[0]['Status'])
+        failed = [e for e in self.journal() if e['event'] == 'failed']
+        self.assertEqual(the_plan.moves[0].server_id, failed[0]['server_id'])
+        self.assertEqual(3, self.journal()[-1]['exit_code'])
+        with open(os.path.join(self.tmp.name, 'journal.jsonl')) as f:
+            self.assertNotIn('pr0m-secret', f.read())
+
+    def test_nothing_to_do(self):
+        code, out, err = self.apply(['--threshold', '1', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code)
+        self.assertEqual([], json.loads(out))
+        self.assertIn('Nothing to do: imbalance is below the threshold', err)
+        self.assertEqual([], self.nova.calls)
+
+    def test_lock_held_refuses(self):
+        lock = runfiles.Lock(os.path.join(self.tmp.name, 'apply.lock'))
+        held = runfiles.Lock(lock.path)
+        # flock is per open file: a second open of the same path conflicts.
+        held.acquire()
+        self.addCleanup(held.release)
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('Refused: another leveller run holds the lock', err)
+        self.assertIn('(process %d)' % os.getpid(), err)
+        self.assertEqual([], self.nova.calls)
+
+    def test_running_migrations_refuse(self):
+        self.nova.migrations.append({
+            'id': '7', 'server_id': 'id-web1', 'status': 'running',
+            'migration_type': 'live-migration', 'source_compute': 'hv1',
+            'dest_compute': 'hv2', 'created_at': b.TAKEN_AT})
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('1 migration already running: id-web1 hv1 -> hv2 '
+                      '(running)', err)
+        self.assertEqual('refused', self.journal()[-1]['event'])
+
+    def test_dry_run(self):
+        code, out, err = self.apply(['--dry-run', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code)
+        self.assertEqual({'would run'}, {r['Status'] for r in json.loads(out)})
+        self.assertEqual([], self.nova.calls)
+
+    def test_bad_plan_file(self):
+        path = self.write('plan.json', '{"format": "nope"}')
+        self.assert_command_error(apply_cmd.ApplyLeveller, [path],
+                                  path)
+        self.assertEqual([], self.nova.calls)

@@ -1,0 +1,326 @@
+"""Carry out live migrations with every safety limit in one place.
+
+The executor never trusts a plan: before each round of migrations it reads
+the cloud again and re-checks every move with the planner's own filters
+(server still on the planned source, ACTIVE, idle, outside its cooldown;
+destination still enabled, up and with room; the move still lowers the
+load). A move that no longer holds is skipped with the reason. Success is
+what Nova shows afterwards: the migration record completed AND the server
+ACTIVE, without a task, on the destination host. A failed live migration
+leaves the server ACTIVE on its source, so ACTIVE alone proves nothing.
+
+The cloud is reached only through ``actions`` (see cloud/actions.py):
+snapshot(), live_migrate(server_id, host), server(server_id),
+migration(server_id, since) and abort(server_id, migration_id).
+"""
+
+import dataclasses
+import time
+
+from osc_leveller.core import filters
+from osc_leveller.core import model
+from osc_leveller.core import state as state_mod
+
+DONE = 'done'
+FAILED = 'failed'
+SKIPPED = 'skipped'
+TIMED_OUT = 'timed-out'
+ABORTED = 'aborted'
+DRY_RUN = 'would run'
+NOT_STARTED = 'not started'
+PROBLEMS = (FAILED, TIMED_OUT, ABORTED)
+
+# Nova's live-migration statuses (nova/objects/migration.py).
+COMPLETED = ('completed', 'done', 'finished', 'confirmed')
+BROKEN = ('error', 'failed')
+CANCELLED = ('cancelled',)
+ABORTABLE = ('queued', 'preparing', 'running')
+ABORT_GRACE = 120.0  # seconds to let Nova roll back after an abort
+
+
+class ActionError(Exception):
+    """Nova refused or could not be asked; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerView:
+    """What Nova says about one server right now."""
+    status: str
+    task_state: str
+    host: str  # compute service host
+    hypervisor: str  # hypervisor_hostname
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrationView:
+    id: str  # Nova's integer id, what the abort call takes
+    status: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyOptions:
+    batch: int = None  # most migrations to start; None: all
+    max_parallel: int = 2
+    per_source: int = 1  # migrations out of one hypervisor at a time
+    timeout: float = 900.0  # per migration, seconds
+    poll_interval: float = 2.0
+    stop_on_error: bool = True
+    dry_run: bool = False
+
+
+@dataclasses.dataclass
+class Result:
+    move: object  # plan.Move
+    status: str
+    reason: str = ''
+    duration: float = None
+    migration_id: str = ''
+
+
+class Executor:
+    def __init__(self, actions, planner_options, options, journal=None,
+                 progress=None, clock=time.monotonic, sleep=time.sleep,
+                 wall=time.time):
+        self.actions = actions
+        self.planner_options = planner_options
+        self.options = options
+        self.journal = journal or (lambda event, **fields: None)
+        self.progress = progress or (lambda text: None)
+        self.clock = clock
+        self.sleep = sleep
+        self.wall = wall
+
+    def run(self, moves, snapshot=None):
+        """A Result per move, in plan order. snapshot: the state just read."""
+        moves = list(moves)
+        results = {}
+        pending = list(moves)
+        budget = len(moves) if self.options.batch is None else \
+            self.options.batch
+        started = 0
+        self.error = None  # why the run stopped early, if it did
+        while pending and started < budget:
+            if snapshot is None:
+                try:
+                    snapshot = self.actions.snapshot()
+                except ActionError as exc:
+                    self.error = 'cannot read the cloud: %s' % exc
+                    break
+            chosen = self._round(pending, snapshot, results,
+                                 budget - started)
+            snapshot = None  # the next round reads the cloud again
+            if not chosen:
+                continue
+            started += len(chosen)
+            if self.options.dry_run:
+                for move in chosen:
+                    results[move] = Result(move, DRY_RUN,
+                                           're-checked against the cloud')
+                    self.journal('would-run', **_move_fields(move))
+                continue
+            self._migrate(chosen, results, len(moves))
+            if self.options.stop_on_error and any(
+                    results[m].status in PROBLEMS for m in chosen):
+                break
+        for move in pending:
+            why = (self.error if self.error else
+                   'the batch limit of %d was reached' % budget
+                   if started >= budget else 'an earlier move failed')
+            results[move] = Result(move, NOT_STARTED, why)
+            self.journal('not-started', reason=why, **_move_fields(move))
+        return [results[m] for m in moves]
+
+    def _round(self, pending, snapshot, results, room):
+        """Moves to start together; stale ones are skipped on the way.
+
+        Only moves of the first pending wave go together (later waves may
+        need room that earlier ones free). No hypervisor is a destination
+        twice, nor both a source and a destination, in one round; a
+        dry run takes every move in turn, checked against the state after
+        the ones before.
+        """
+        rules = filters.Rules(snapshot, self.planner_options)
+        state = state_mod.new_state(snapshot, self.planner_options.weights)
+        wave = pending[0].wave
+        parallel = len(pending) if self.options.dry_run else \
+            self.options.max_parallel
+        sources, destinations = {}, set()
+        chosen = []
+        for move in list(pending):
+            if len(chosen) >= min(parallel, room):
+                break
+            if chosen and not self.options.dry_run and (
+                    move.wave != wave
+                    or sources.get(move.source, 0) >= self.options.per_source
+                    or move.source in destinations
+                    or move.destination in destinations
+                    or move.destination in sources):
+                continue
+            pending.remove(move)
+            reason = stale(move, snapshot, state, rules)
+            if reason:
+                results[move] = Result(move, SKIPPED, reason)
+                self.journal('skipped', reason=reason, **_move_fields(move))
+                self.progress('%s: skipped, %s' % (_label(move), reason))
+                continue
+            chosen.append(move)
+            state.apply(move.server_id, move.destination)
+            sources[move.source] = sources.get(move.source, 0) + 1
+            destinations.add(move.destination)
+        return chosen
+
+    def _migrate(self, moves, results, total):
+        running = {}
+        for move in moves:
+            since = self.wall()
+            number = len(results) + len(running) + 1
+            self.journal('migrate', destination_host=move.destination_host,
+                         **_move_fields(move))
+            try:
+                self.actions.live_migrate(move.server_id,
+                                          move.destination_host)
+            except ActionError as exc:
+                results[move] = Result(move, FAILED, str(exc), 0.0)
+                self.journal('failed', reason=str(exc), **_move_fields(move))
+                self.progress('[%d/%d] %s: failed, %s' % (
+                    number, total, _label(move), exc))
+                continue
+            self.progress('[%d/%d] %s: migrating' % (number, total,
+                                                     _label(move)))
+            running[move] = _Watch(number, since, self.clock())
+        while running:
+            self.sleep(self.options.poll_interval)
+            for move, watch in list(running.items()):
+                result = self._check(move, watch)
+                if result is None:
+                    continue
+                del running[move]
+                results[move] = result
+                self.journal(result.status, reason=result.reason,
+                             duration=round(result.duration, 1),
+                             migration_id=result.migration_id,
+                             **_move_fields(move))
+                self.progress('[%d/%d] %s: %s in %.0f s%s' % (
+                    watch.number, total, _label(move), result.status,
+                    result.duration, ', ' + result.reason
+                    if result.status != DONE else ''))
+
+    def _check(self, move, watch):
+        """The move's Result once Nova has settled it, else None."""
+        elapsed = self.clock() - watch.started
+        try:
+            server = self.actions.server(move.server_id)
+            migration = self.actions.migration(move.server_id, watch.since)
+        except ActionError as exc:
+            if elapsed < self.options.timeout:
+                return None  # a blip reading Nova; the timeout still holds
+            return Result(move, TIMED_OUT, 'cannot read Nova: %s' % exc,
+                          elapsed)
+        mig_id = migration.id if migration else ''
+        mig_status = (migration.status if migration else '').lower()
+        if server is None:
+            return Result(move, FAILED, 'the server was deleted during its '
+                          'migration', elapsed, mig_id)
+        settled = server.task_state is None
+        if settled and mig_status in COMPLETED:
+            if (server.host == move.destination_host
+                    and server.status in model.LIVE_MIGRATABLE_STATUSES):
+                return Result(move, DONE, 'verified on %s' % server.hypervisor,
+                              elapsed, mig_id)
+            return Result(move, FAILED, 'Nova says %s, but the server is %s '
+                          'on %s' % (mig_status, server.status,
+                                     server.hypervisor), elapsed, mig_id)
+        if settled and mig_status in BROKEN + CANCELLED:
+            status = ABORTED if watch.aborted and \
+                mig_status in CANCELLED else FAILED
+            return Result(move, status, 'migration %s; the server is %s on '
+                          '%s' % (mig_status, server.status,
+                                  server.hypervisor), elapsed, mig_id)
+        if watch.aborted:
+            if elapsed >= self.options.timeout + ABORT_GRACE:
+                return Result(move, TIMED_OUT, 'aborted after %.0f s, but '
+                              'Nova still reports %s' % (
+                                  self.options.timeout,
+                                  mig_status or 'no migration'),
+                              elapsed, mig_id)
+            return None
+        if elapsed < self.options.timeout:
+            return None
+        watch.aborted = True
+        if migration is None or mig_status not in ABORTABLE:
+            return Result(move, TIMED_OUT, 'no result after %.0f s and the '
+                          'migration cannot be aborted (status %s)' % (
+                              elapsed, mig_status or 'unknown'),
+                          elapsed, mig_id)
+        self.journal('abort', migration_id=mig_id, **_move_fields(move))
+        try:
+            self.actions.abort(move.server_id, migration.id)
+        except ActionError as exc:
+            return Result(move, TIMED_OUT, 'no result after %.0f s; abort '
+                          'refused: %s' % (elapsed, exc), elapsed, mig_id)
+        return None
+
+
+@dataclasses.dataclass
+class _Watch:
+    number: int
+    since: float  # wall-clock time the migration was requested
+    started: float  # monotonic
+    aborted: bool = False
+
+
+def stale(move, snapshot, state, rules):
+    """Why the planned move no longer holds in this snapshot, or None."""
+    server = snapshot.server(move.server_id)
+    if server is None:
+        return 'the server no longer exists'
+    if server.hypervisor != move.source:
+        return 'it is now on %s, not on the planned source %s' % (
+            server.hypervisor, move.source)
+    reason = filters.why_not_movable(server, rules)
+    if reason:
+        return reason
+    dest = snapshot.find_hypervisor(move.destination)
+    if dest is None:
+        return 'the destination %s no longer exists' % move.destination
+    reason = filters.why_not_destination(server, dest, state, rules)
+    if reason:
+        return '%s: %s' % (dest.name, reason)
+    source_now = state.score(move.source)
+    dest_after = state.score(dest.name) + state.load_model.delta(
+        server.id, dest.name)
+    if dest_after >= source_now:
+        return 'no longer evens out the load: %s would reach %.2f, %s is ' \
+            'at %.2f' % (dest.name, dest_after, move.source, source_now)
+    return None
+
+
+def in_flight(snapshot, options):
+    """Live migrations Nova is running that touch the hypervisors in scope."""
+    found = []
+    for mig in snapshot.migrations:
+        if not mig.in_progress:
+            continue
+        hosts = [snapshot.find_hypervisor(h) for h in (mig.source_compute,
+                                                       mig.dest_compute)]
+        if any(h is not None and _in_scope(h, options) for h in hosts) or \
+                not any(hosts):
+            found.append(mig)
+    return found
+
+
+def _in_scope(hyp, options):
+    return (hyp.name not in options.exclude_hosts
+            and hyp.host not in options.exclude_hosts
+            and (not options.availability_zones
+                 or hyp.availability_zone in options.availability_zones))
+
+
+def _label(move):
+    return '%s %s -> %s' % (move.server_name or move.server_id, move.source,
+                            move.destination)
+
+
+def _move_fields(move):
+    return {'server_id': move.server_id, 'server': move.server_name,
+            'source': move.source, 'destination': move.destination}

@@ -1,0 +1,202 @@
+"""openstack leveller apply against the devcloud's real Nova and Placement."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+from tests.functional import base
+
+DESTINATIONS = ('hv02', 'hv03', 'hv04')
+
+
+class ApplyTestCase(base.DevcloudTestCase):
+    SCENARIO = 'hot-host'
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.journal_path = self.path('journal.jsonl')
+        self.config = self.path('leveller.yaml')
+        with open(self.config, 'w') as f:
+            yaml.safe_dump({'apply': {
+                'journal': self.journal_path, 'poll_interval': 0.5,
+                'lock_file': self.path('apply.lock')}}, f)
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def apply(self, *args):
+        """(exit code, rows, stderr) of one apply run."""
+        result = base.openstack('leveller', 'apply', '--config', self.config,
+                                '-f', 'json', *args, parse=False, check=False,
+                                timeout=600)
+        rows = json.loads(result.stdout) if result.stdout.strip() else []
+        return result.returncode, rows, result.stderr
+
+    def apply_in_background(self, *args):
+        exe = os.path.join(os.path.dirname(sys.executable), 'openstack')
+        process = subprocess.Popen(
+            [exe, '--os-cloud', 'devcloud', 'leveller', 'apply', '--config',
+             self.config, '-f', 'json'] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+        base.wait_for(lambda: 'migrate' in self.events(), 120,
+                      interval=0.5, message='the background run to migrate')
+        return process
+
+    def journal(self):
+        if not os.path.exists(self.journal_path):
+            return []
+        with open(self.journal_path) as f:
+            return [json.loads(line) for line in f]
+
+    def events(self):
+        return [e['event'] for e in self.journal()]
+
+    def plan_file(self, *args):
+        path = self.path('plan-%d.json' % time.monotonic_ns())
+        base.openstack('leveller', 'plan', '--output-file', path, *args)
+        with open(path) as f:
+            document = json.load(f)
+        self.assertTrue(document['moves'], 'the plan has no moves')
+        return path, document
+
+    def host_of(self, server):
+        return base.openstack('server', 'show', server)['OS-EXT-SRV-ATTR:host']
+
+    def fault_all(self, *fault):
+        for host in DESTINATIONS:
+            base.devcloud('fault', host, *fault)
+            self.addCleanup(base.devcloud, 'fault', host, 'clear')
+
+
+class TestApplyGuards(ApplyTestCase):
+    def test_dry_run_changes_nothing(self):
+        before = {s['Name']: s['Host'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')}
+        code, rows, err = self.apply('--dry-run')
+        self.assertEqual(0, code, err)
+        self.assertTrue(rows)
+        self.assertEqual({'would run'}, {r['Status'] for r in rows})
+        after = {s['Name']: s['Host'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')}
+        self.assertEqual(before, after)
+        self.assertNotIn('migrate', self.events())
+
+    def test_failed_migration_is_reported_and_the_server_stays(self):
+        self.fault_all('fail-incoming')
+        code, rows, err = self.apply('--batch', '1')
+        self.assertEqual(3, code, err)
+        self.assertEqual('failed', rows[0]['Status'])
+        self.assertIn('the server is ACTIVE on hv01', rows[0]['Reason'])
+        server = base.openstack('server', 'show', rows[0]['Server'])
+        self.assertEqual('hv01', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('ACTIVE', server['status'])
+        failed = [e for e in self.journal() if e['event'] == 'failed']
+        self.assertEqual(rows[0]['Server'], failed[0]['server'])
+        self.assertEqual(3, self.journal()[-1]['exit_code'])
+
+    def test_timeout_aborts_the_migration(self):
+        self.fault_all('slow-incoming', '120')
+        code, rows, err = self.apply('--batch', '1', '--timeout', '8')
+        self.assertEqual(3, code, err)
+        self.assertEqual('aborted', rows[0]['Status'], rows[0]['Reason'])
+        self.assertIn('migration cancelled', rows[0]['Reason'])
+        self.assertIn('abort', self.events())
+        self.assertEqual('hv01', self.host_of(rows[0]['Server']))
+
+    def test_server_moved_by_hand_is_skipped(self):
+        path, document = self.plan_file('--max-moves', '1')
+        move = document['moves'][0]
+        elsewhere = next(h for h in DESTINATIONS if h != move['destination'])
+        base.openstack('server', 'migrate', '--live-migration', '--host',
+                       elsewhere, '--wait', move['server_id'], parse=False)
+        code, rows, err = self.apply(path)
+        self.assertEqual(0, code, err)
+        self.assertEqual('skipped', rows[0]['Status'])
+        self.assertIn('it is now on %s, not on the planned source hv01'
+                      % elsewhere, rows[0]['Reason'])
+        self.assertIn('The cloud changed since the plan was made', err)
+
+    def test_cooldown_stops_a_second_move(self):
+        path, document = self.plan_file('--max-moves', '1')
+        code, rows, err = self.apply(path)
+        self.assertEqual(0, code, err)
+        self.assertEqual('done', rows[0]['Status'], rows[0]['Reason'])
+        moved = document['moves'][0]
+        now_on = self.host_of(moved['server_id'])
+        self.assertEqual(moved['destination'], now_on)
+        # The same server, planned again from where it is now.
+        again = dict(document, moves=[dict(
+            moved, source=now_on, destination='hv01',
+            destination_host='hv01')])
+        with open(path, 'w') as f:
+            json.dump(again, f)
+        code, rows, err = self.apply(path)
+        self.assertEqual(0, code, err)
+        self.assertEqual('skipped', rows[0]['Status'])
+        self.assertIn('inside the 6 h cooldown', rows[0]['Reason'])
+        self.assertEqual(now_on, self.host_of(moved['server_id']))
+
+    def test_second_run_is_refused(self):
+        self.fault_all('slow-incoming', '20')
+        first = self.apply_in_background('--batch', '1')
+        code, rows, err = self.apply('--batch', '1')
+        self.assertEqual(4, code, err)
+        self.assertIn('Refused: another leveller run holds the lock', err)
+        # Another machine (another lock) still sees Nova's running migration.
+        with open(self.config) as f:
+            settings = yaml.safe_load(f)
+        settings['apply']['lock_file'] = self.path('other.lock')
+        with open(self.config, 'w') as f:
+            yaml.safe_dump(settings, f)
+        code, rows, err = self.apply('--batch', '1')
+        self.assertEqual(4, code, err)
+        self.assertIn('1 migration already running', err)
+        out, err = first.communicate(timeout=300)
+        self.assertEqual(0, first.returncode, err)
+        self.assertEqual('done', json.loads(out)[0]['Status'])
+
+    def test_server_deleted_mid_run(self):
+        self.fault_all('slow-incoming', '30')
+        run = self.apply_in_background('--batch', '1')
+        server = next(e for e in self.journal()
+                      if e['event'] == 'migrate')['server_id']
+        base.openstack('server', 'delete', '--wait', server, parse=False)
+        out, err = run.communicate(timeout=300)
+        self.assertEqual(3, run.returncode, err)
+        row = json.loads(out)[0]
+        self.assertEqual('failed', row['Status'])
+        self.assertIn('deleted during its migration', row['Reason'])
+
+
+class TestCronLoop(ApplyTestCase):
+    def imbalance(self):
+        result = base.openstack('leveller', 'score', '--summary')
+        return max(r['Imbalance'] for r in result)
+
+    def test_batch_one_runs_lower_the_imbalance(self):
+        base.wait_for(lambda: len(base.promql(
+            'node_cpu_seconds_total{mode="idle"}')) >= 4, 60,
+            message='series for the 4 hypervisors')
+        start = self.imbalance()
+        moved = []
+        for _ in range(4):
+            code, rows, err = self.apply('--batch', '1')
+            self.assertEqual(0, code, err)
+            if not rows:
+                break  # below the threshold: nothing to do
+            done = [r for r in rows if r['Status'] == 'done']
+            self.assertEqual(1, len(done), rows)
+            self.assertNotIn(done[0]['Server'], moved)  # cooldown holds
+            moved.append(done[0]['Server'])
+            time.sleep(10)  # the devcloud's 30 s rate window catches up
+        self.assertGreaterEqual(len(moved), 2)
+        base.wait_for(lambda: self.imbalance() < start * 0.7, 90,
+                      interval=5, message='the imbalance to fall by 30 %')

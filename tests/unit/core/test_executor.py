@@ -1,0 +1,351 @@
+"""The executor against a small simulated Nova (no network, fake clock)."""
+
+import copy
+import dataclasses
+import unittest
+
+from osc_leveller.core import executor
+from osc_leveller.core import options as opts
+from osc_leveller.core import planner
+from osc_leveller.core import snapshot as snapshot_io
+from tests.unit import builders as b
+
+NOW = snapshot_io.parse_time(b.TAKEN_AT)
+
+
+class FakeNova:
+    """Live migrations that take `polls` looks to finish, or misbehave.
+
+    behaviour[destination] is one of: ok, fail (Nova rolls back: migration
+    error, server ACTIVE on its source), hang (never ends; an abort cancels
+    it), stuck (never ends, cannot be aborted), refuse (the API call fails),
+    vanish (the server is deleted while it migrates), lie (the migration
+    says completed but the server stayed on its source).
+    """
+
+    def __init__(self, hyps, servers, migrations=(), polls=2):
+        self.hyps = copy.deepcopy(hyps)
+        self.servers = {s['id']: copy.deepcopy(s) for s in servers}
+        self.migrations = [dict(m) for m in migrations]
+        self.polls = polls
+        self.behaviour = {}
+        self.running = {}  # server id -> [migration, polls left, destination]
+        self.calls = []
+        self.peak = 0
+        self.peak_per_host = 0
+        self.snapshots = 0
+
+    def snapshot(self):
+        self.snapshots += 1
+        return b.snapshot(self.hyps, list(self.servers.values()),
+                          migrations=self.migrations)
+
+    def live_migrate(self, server_id, host):
+        self.calls.append(('live_migrate', server_id, host))
+        if self.behaviour.get(host) == 'refuse':
+            raise executor.ActionError('Nova refused the live migration: '
+                                       'No valid host was found.')
+        server = self.servers[server_id]
+        migration = {'id': str(len(self.migrations) + 1),
+                     'server_id': server_id, 'status': 'running',
+                     'migration_type': 'live-migration',
+                     'source_compute': server['hypervisor'],
+                     'dest_compute': host, 'created_at': b.TAKEN_AT}
+        self.migrations.append(migration)
+        server['task_state'] = 'migrating'
+        self.running[server_id] = [migration, self.polls, host]
+        self.peak = max(self.peak, len(self.running))
+        for role in (1, 2):
+            hosts = [r[0]['source_compute' if role == 1 else 'dest_compute']
+                     for r in self.running.values()]
+            self.peak_per_host = max(self.peak_per_host, max(
+                hosts.count(h) for h in hosts))
+
+    def _tick(self, server_id):
+        entry = self.running.get(server_id)
+        if entry is None:
+            return
+        migration, left, host = entry
+        behaviour = self.behaviour.get(host, 'ok')
+        if behaviour in ('hang', 'stuck') and migration['status'] == 'running':
+            return
+        if left > 1 and migration['status'] == 'running':
+            entry[1] -= 1
+            return
+        server = self.servers.get(server_id)
+        del self.running[server_id]
+        if behaviour == 'vanish':
+            del self.servers[server_id]
+            return
+        server['task_state'] = None
+        if migration['status'] == 'cancelling':
+            migration['status'] = 'cancelled'
+        elif behaviour == 'fail':
+            migration['status'] = 'error'
+        else:
+            migration['status'] = 'completed'
+            if behaviour != 'lie':
+                server['hypervisor'] = host
+
+    def server(self, server_id):
+        self._tick(server_id)
+        server = self.servers.get(server_id)
+        if server is None:
+            return None
+        return executor.ServerView(
+            status=server['status'], task_state=server.get('task_state'),
+            host=server['hypervisor'], hypervisor=server['hypervisor'])
+
+    def migration(self, server_id, since):
+        found = [m for m in self.migrations if m['server_id'] == server_id]
+        return executor.MigrationView(id=found[-1]['id'],
+                                      status=found[-1]['status']) \
+            if found else None
+
+    def abort(self, server_id, migration_id):
+        self.calls.append(('abort', server_id, migration_id))
+        migration = self.running[server_id][0]
+        if self.behaviour.get(self.running[server_id][2]) == 'stuck':
+            raise executor.ActionError('abort is not possible now')
+        migration['status'] = 'cancelling'
+        self.running[server_id][1] = 1
+        self.behaviour[self.running[server_id][2]] = 'ok'
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def hot_cloud(hosts=4, hot=8):
+    hyps = [b.hypervisor('hv%d' % i) for i in range(1, hosts + 1)]
+    servers = [b.server('web%d' % i, 'hv1', vcpus=4, ram_gb=12)
+               for i in range(hot)]
+    return hyps, servers
+
+
+class ExecutorTest(unittest.TestCase):
+    def setUp(self):
+        self.hyps, self.servers = hot_cloud()
+        self.nova = FakeNova(self.hyps, self.servers)
+        self.planner_options = opts.PlannerOptions(now=NOW)
+        self.plan = planner.make_plan(self.nova.snapshot(),
+                                      self.planner_options)
+        self.assertGreaterEqual(len(self.plan.moves), 3)
+        self.journal = []
+        self.progress = []
+
+    def run_plan(self, moves=None, **options):
+        clock = Clock()
+        self.executor = executor.Executor(
+            self.nova, self.planner_options,
+            executor.ApplyOptions(**dict({'poll_interval': 1.0}, **options)),
+            journal=lambda event, **f: self.journal.append((event, f)),
+            progress=self.progress.append, clock=clock, sleep=clock.sleep,
+            wall=lambda: NOW + clock.now)
+        self.clock = clock
+        return self.executor.run(self.plan.moves if moves is None else moves)
+
+    def statuses(self, results):
+        return [r.status for r in results]
+
+    def events(self, name):
+        return [f for e, f in self.journal if e == name]
+
+
+class TestSuccess(ExecutorTest):
+    def test_every_move_done_and_verified(self):
+        results = self.run_plan()
+        self.assertEqual([executor.DONE] * len(self.plan.moves),
+                         self.statuses(results))
+        for result in results:
+            self.assertEqual(result.move.destination,
+                             self.nova.servers[result.move.server_id][
+                                 'hypervisor'])
+            self.assertIn('verified on', result.reason)
+            self.assertGreater(result.duration, 0)
+        self.assertEqual(len(self.plan.moves), len(self.events('done')))
+        self.assertIn('migrating', self.progress[0])
+        self.assertRegex(self.progress[-1], r'^\[\d+/\d+\] .* -> .*: done in')
+
+    def test_limits_per_host_and_in_all(self):
+        self.run_plan(max_parallel=2)
+        self.assertLessEqual(self.nova.peak, 2)
+        self.assertEqual(1, self.nova.peak_per_host)
+
+    def test_moves_of_one_wave_run_together(self):
+        self.hyps = [b.hypervisor('hv%d' % i) for i in range(1, 5)]
+        self.servers = [b.server('web%d-%d' % (h, i), 'hv%d' % h, vcpus=4,
+                                 ram_gb=12) for h in (1, 2) for i in range(8)]
+        for parallel in (1, 2):
+            self.nova = FakeNova(self.hyps, self.servers)
+            self.plan = planner.make_plan(self.nova.snapshot(),
+                                          self.planner_options)
+            results = self.run_plan(max_parallel=parallel)
+            self.assertEqual({executor.DONE}, set(self.statuses(results)))
+            self.assertEqual(parallel, self.nova.peak)
+            self.assertEqual(1, self.nova.peak_per_host)
+
+    def test_batch_starts_at_most_n(self):
+        results = self.run_plan(batch=1)
+        self.assertEqual(executor.DONE, results[0].status)
+        self.assertEqual({executor.NOT_STARTED},
+                         set(self.statuses(results[1:])))
+        self.assertIn('batch limit of 1', results[1].reason)
+        self.assertEqual(1, len([c for c in self.nova.calls
+                                 if c[0] == 'live_migrate']))
+
+    def test_dry_run_changes_nothing(self):
+        before = copy.deepcopy(self.nova.servers)
+        results = self.run_plan(dry_run=True)
+        self.assertEqual({executor.DRY_RUN}, set(self.statuses(results)))
+        self.assertEqual([], self.nova.calls)
+        self.assertEqual(before, self.nova.servers)
+
+
+class TestFailures(ExecutorTest):
+    def first_destination(self, behaviour):
+        self.nova.behaviour[self.plan.moves[0].destination] = behaviour
+        return self.plan.moves[0]
+
+    def test_failed_migration_leaves_the_server_on_its_source(self):
+        move = self.first_destination('fail')
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('migration error; the server is ACTIVE on %s'
+                      % move.source, results[0].reason)
+        self.assertEqual(move.source,
+                         self.nova.servers[move.server_id]['hypervisor'])
+        self.assertEqual({executor.NOT_STARTED},
+                         set(self.statuses(results[1:])))
+        self.assertIn('an earlier move failed', results[1].reason)
+        self.assertEqual(1, len(self.events('failed')))
+
+    def test_continue_on_error(self):
+        self.first_destination('fail')
+        results = self.run_plan(max_parallel=1, stop_on_error=False)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn(executor.DONE, self.statuses(results[1:]))
+
+    def test_refused_by_nova(self):
+        self.first_destination('refuse')
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('No valid host was found', results[0].reason)
+
+    def test_completed_but_still_on_the_source_is_a_failure(self):
+        self.first_destination('lie')
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('Nova says completed, but the server is ACTIVE on',
+                      results[0].reason)
+
+    def test_timeout_aborts(self):
+        move = self.first_destination('hang')
+        results = self.run_plan(max_parallel=1, timeout=30)
+        self.assertEqual(executor.ABORTED, results[0].status)
+        self.assertIn('migration cancelled', results[0].reason)
+        self.assertIn(('abort', move.server_id, '1'), self.nova.calls)
+        self.assertGreaterEqual(results[0].duration, 30)
+        self.assertEqual(move.source,
+                         self.nova.servers[move.server_id]['hypervisor'])
+
+    def test_timeout_when_abort_is_refused(self):
+        self.first_destination('stuck')
+        results = self.run_plan(max_parallel=1, timeout=30)
+        self.assertEqual(executor.TIMED_OUT, results[0].status)
+        self.assertIn('abort refused: abort is not possible now',
+                      results[0].reason)
+
+    def test_server_deleted_during_its_migration(self):
+        self.first_destination('vanish')
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('deleted during its migration', results[0].reason)
+
+    def test_cloud_unreadable_between_rounds(self):
+        calls = []
+        real = self.nova.snapshot
+
+        def flaky():
+            calls.append(1)
+            if len(calls) > 1:
+                raise executor.ActionError('Placement answered HTTP 503')
+            return real()
+        self.nova.snapshot = flaky
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.DONE, results[0].status)
+        self.assertEqual(executor.NOT_STARTED, results[1].status)
+        self.assertIn('cannot read the cloud: Placement answered HTTP 503',
+                      results[1].reason)
+        self.assertIn('HTTP 503', self.executor.error)
+
+
+class TestStaleMoves(ExecutorTest):
+    def test_server_moved_by_hand(self):
+        move = self.plan.moves[0]
+        self.nova.servers[move.server_id]['hypervisor'] = 'hv4' \
+            if move.destination != 'hv4' else 'hv3'
+        results = self.run_plan()
+        self.assertEqual(executor.SKIPPED, results[0].status)
+        self.assertIn('not on the planned source hv1', results[0].reason)
+        self.assertNotIn(move.server_id, [c[1] for c in self.nova.calls])
+
+    def test_server_deleted_before_its_turn(self):
+        del self.nova.servers[self.plan.moves[0].server_id]
+        results = self.run_plan()
+        self.assertEqual('the server no longer exists', results[0].reason)
+
+    def test_destination_disabled(self):
+        move = self.plan.moves[0]
+        hyp = next(h for h in self.nova.hyps if h['name'] == move.destination)
+        hyp['service'] = {'status': 'disabled', 'state': 'up',
+                          'disabled_reason': 'maintenance'}
+        results = self.run_plan()
+        self.assertEqual(executor.SKIPPED, results[0].status)
+        self.assertIn('%s: ' % move.destination, results[0].reason)
+        self.assertIn('disabled', results[0].reason)
+
+    def test_cooldown_from_nova_history(self):
+        move = self.plan.moves[0]
+        self.nova.migrations.append({
+            'id': '99', 'server_id': move.server_id, 'status': 'completed',
+            'migration_type': 'live-migration', 'source_compute': 'hv2',
+            'dest_compute': 'hv1', 'created_at': '2026-11-20T11:00:00Z',
+            'updated_at': '2026-11-20T11:00:00Z'})
+        results = self.run_plan()
+        self.assertEqual(executor.SKIPPED, results[0].status)
+        self.assertIn('inside the 6 h cooldown', results[0].reason)
+
+    def test_a_move_that_no_longer_helps(self):
+        move = self.plan.moves[0]
+        # The destination filled up with load since planning.
+        for i in range(8):
+            self.nova.servers['id-late%d' % i] = b.server(
+                'late%d' % i, move.destination, vcpus=4, ram_gb=12)
+        results = self.run_plan()
+        self.assertEqual(executor.SKIPPED, results[0].status)
+        self.assertIn('no longer evens out the load', results[0].reason)
+
+
+class TestInFlight(unittest.TestCase):
+    def test_running_migrations_in_scope(self):
+        hyps, servers = hot_cloud()
+        running = {'id': '1', 'server_id': 'id-web0', 'status': 'running',
+                   'migration_type': 'live-migration',
+                   'source_compute': 'hv1', 'dest_compute': 'hv2',
+                   'created_at': b.TAKEN_AT}
+        done = dict(running, id='2', status='completed')
+        snap = b.snapshot(hyps, servers, migrations=[running, done])
+        options = opts.PlannerOptions()
+        self.assertEqual(['1'], [m.id for m in executor.in_flight(
+            snap, options)])
+        outside = dataclasses.replace(options,
+                                      exclude_hosts=frozenset({'hv1', 'hv2'}))
+        self.assertEqual([], executor.in_flight(snap, outside))
