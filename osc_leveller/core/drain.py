@@ -1,0 +1,151 @@
+"""Drain hypervisors for maintenance: where each server goes, or why not.
+
+Every destination is chosen with the planner's own destination filters (AZ,
+CPU compatibility, aggregates, server groups, capacity under the allocation
+ratios, the ceiling) against the state after the moves before it, so the
+whole drain is known to fit before anything moves. Largest servers go first
+(they are the hardest to place), each to the coolest hypervisor that accepts
+it, which spreads the load instead of filling one neighbour.
+
+Maintenance overrides what only balancing cares about: the cooldown, the
+balancing scope and the "is this move worth it" gain do not apply. What Nova
+itself refuses (PCI/vGPU, a task in progress, a migration in flight), locked
+servers (unless included) and servers opted out stay, with the reason.
+"""
+
+import collections
+import dataclasses
+
+from osc_leveller.core import filters
+from osc_leveller.core import model
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import scoring
+from osc_leveller.core import state as state_mod
+
+LIVE = 'live'
+COLD = 'cold'
+STOPPED = ('SHUTOFF',)
+
+# Server checks that still hold when draining (no cooldown, no scope).
+DRAIN_SERVER_FILTERS = (filters.task_state, filters.locked,
+                        filters.migration_in_flight, filters.opted_out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Drain:
+    moves: tuple  # plan.Move, in wave order
+    kinds: dict  # server id -> LIVE or COLD
+    stay: tuple  # (server, reason): cannot move at all
+    unplaced: tuple  # (server, reason): may move, but nowhere fits
+
+    @property
+    def complete(self):
+        return not self.stay and not self.unplaced
+
+
+def why_not_drained(server, rules, cold_migrate_stopped):
+    """(kind, None) if the server can leave, else (None, reason)."""
+    if server.status in STOPPED:
+        if not cold_migrate_stopped:
+            return None, 'status %s: stopped servers stay (use ' \
+                '--cold-migrate-stopped to move them)' % server.status
+        kind = COLD
+    elif server.status in model.LIVE_MIGRATABLE_STATUSES:
+        kind = LIVE
+    else:
+        return None, 'status %s: Nova migrates only ACTIVE or PAUSED ' \
+            'servers live, and stopped ones cold' % server.status
+    if server.blockers and kind == LIVE:
+        return None, filters.blockers(server, rules)
+    for check in DRAIN_SERVER_FILTERS:
+        reason = check(server, rules)
+        if reason:
+            return None, reason
+    return kind, None
+
+
+def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
+    """A Drain emptying the named hypervisors (hypervisor_hostname list)."""
+    draining = frozenset(hosts)
+    options = dataclasses.replace(
+        options, cooldown_hours=0.0,
+        exclude_hosts=options.exclude_hosts | draining)
+    rules = filters.Rules(snapshot, options)
+    state = state_mod.new_state(snapshot, options.weights)
+    by_model = options.cpu_compatibility == 'model'
+    targets = [h for h in snapshot.hypervisors
+               if h.name not in draining and h.service.usable]
+    leaving = sorted(
+        (s for s in snapshot.servers if s.hypervisor in draining),
+        key=lambda s: (-s.ram_gb, -s.flavor.vcpus, s.name, s.id))
+    moves, kinds, stay, unplaced = [], {}, [], []
+    into = collections.Counter()
+    for server in leaving:
+        kind, reason = why_not_drained(server, rules, cold_migrate_stopped)
+        if reason:
+            stay.append((server, reason))
+            continue
+        best, refusals = None, collections.Counter()
+        for dest in targets:
+            reason = filters.why_not_destination(server, dest, state, rules)
+            if reason:
+                refusals[_kind_of(reason)] += 1
+                continue
+            after = state.score(dest.name) + state.load_model.delta(
+                server.id, dest.name)
+            key = (after, into[dest.name], dest.name)
+            if best is None or key < best[0]:
+                best = (key, dest)
+        if best is None:
+            unplaced.append((server, 'no hypervisor accepts it: %s' % (
+                '; '.join('%s (%d hypervisor%s)' % (why, n, 's' * (n > 1))
+                          for why, n in refusals.most_common(3))
+                or 'there is no other usable hypervisor')))
+            continue
+        moves.append(_move(server, best[1], state, by_model, into))
+        kinds[server.id] = kind
+    moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
+    return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced))
+
+
+def _move(server, dest, state, by_model, into):
+    source = server.hypervisor
+    src_before, dst_before = state.score(source), state.score(dest.name)
+    state.apply(server.id, dest.name)
+    dst_after = state.score(dest.name)
+    into[dest.name] += 1
+    return plan_mod.Move(
+        server_id=server.id, server_name=server.name, source=source,
+        destination=dest.name, destination_host=dest.host,
+        # One move into each destination per wave; any number out.
+        wave=into[dest.name],
+        domain=scoring.domain_of(dest, by_model), ram_gb=server.ram_gb,
+        gain=0.0, source_score=(src_before, state.score(source)),
+        destination_score=(dst_before, dst_after),
+        imbalance=(0.0, 0.0),
+        reason='drain %s: %s goes %.2f -> %.2f, the coolest hypervisor '
+               'that accepts it' % (source, dest.host, dst_before, dst_after))
+
+
+def _kind_of(reason):
+    """'MEMORY_MB full: 60 used ...' -> 'MEMORY_MB full': reasons to count."""
+    return reason.split(':')[0]
+
+
+def stale(move, snapshot, state, rules, cold=False):
+    """Why a drain move no longer holds (for the executor), or None."""
+    server = snapshot.server(move.server_id)
+    if server is None:
+        return 'the server no longer exists'
+    if server.hypervisor != move.source:
+        return 'it is now on %s, not on %s' % (server.hypervisor, move.source)
+    kind, reason = why_not_drained(server, rules, cold)
+    if reason:
+        return reason
+    dest = snapshot.find_hypervisor(move.destination)
+    if dest is None:
+        return 'the destination %s no longer exists' % move.destination
+    reason = filters.why_not_destination(server, dest, state, rules)
+    if reason:
+        return '%s: %s' % (dest.name, reason)
+    return None

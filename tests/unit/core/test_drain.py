@@ -1,0 +1,106 @@
+import unittest
+
+from osc_leveller.core import drain
+from osc_leveller.core import filters
+from osc_leveller.core import options as opts
+from osc_leveller.core import state as state_mod
+from tests.unit import builders as b
+
+
+def cloud(extra_servers=(), hosts=4):
+    hyps = [b.hypervisor('hv%d' % i) for i in range(1, hosts + 1)]
+    hyps.append(b.hypervisor('other', az='az2'))
+    servers = [b.server('s%d' % i, 'hv1', vcpus=2, ram_gb=8 + 2 * i)
+               for i in range(6)]
+    servers += [b.server('base%d' % h, 'hv%d' % h, vcpus=2, ram_gb=4 * h)
+                for h in range(2, hosts + 1)]
+    return hyps, servers + list(extra_servers)
+
+
+class TestPlanDrain(unittest.TestCase):
+    def drain(self, hyps, servers, groups=(), migrations=(), **kw):
+        snap = b.snapshot(hyps, servers, groups, migrations)
+        return snap, drain.plan_drain(snap, ['hv1'], opts.PlannerOptions(),
+                                      **kw)
+
+    def test_empties_the_host_within_every_rule(self):
+        hyps, servers = cloud()
+        snap, result = self.drain(hyps, servers)
+        self.assertTrue(result.complete)
+        self.assertEqual(6, len(result.moves))
+        state = state_mod.new_state(snap)
+        rules = filters.Rules(snap, opts.PlannerOptions())
+        for move in result.moves:
+            self.assertIn(move.destination, ('hv2', 'hv3', 'hv4'))
+            self.assertIsNone(filters.why_not_destination(
+                snap.server(move.server_id),
+                snap.hypervisor(move.destination), state, rules))
+            state.apply(move.server_id, move.destination)
+        # Spread, not piled on one neighbour: every destination gets some.
+        self.assertEqual({'hv2', 'hv3', 'hv4'},
+                         {m.destination for m in result.moves})
+        scores = [state.score(h) for h in ('hv2', 'hv3', 'hv4')]
+        self.assertLess(max(scores) - min(scores), 0.1)
+        # One move into each destination per wave.
+        for wave in {m.wave for m in result.moves}:
+            dests = [m.destination for m in result.moves if m.wave == wave]
+            self.assertEqual(len(dests), len(set(dests)))
+        self.assertEqual(sorted(m.wave for m in result.moves),
+                         [m.wave for m in result.moves])
+        self.assertIn('drain hv1: hv', result.moves[0].reason)
+
+    def test_who_stays_and_why(self):
+        hyps, servers = cloud([
+            b.server('locked', 'hv1', locked=True),
+            b.server('busy', 'hv1', task_state='rebooting'),
+            b.server('stopped', 'hv1', status='SHUTOFF'),
+            b.server('gpu', 'hv1', blockers=['vGPU allocation']),
+            b.server('error', 'hv1', status='ERROR'),
+            b.server('paused', 'hv1', status='PAUSED')])
+        _, result = self.drain(hyps, servers)
+        stay = {s.name: why for s, why in result.stay}
+        self.assertIn('locked', stay['locked'])
+        self.assertIn('task_state rebooting', stay['busy'])
+        self.assertIn('--cold-migrate-stopped', stay['stopped'])
+        self.assertIn('vGPU allocation', stay['gpu'])
+        self.assertIn('status ERROR', stay['error'])
+        self.assertNotIn('paused', stay)
+        self.assertFalse(result.complete)
+
+    def test_stopped_servers_go_cold_on_request(self):
+        hyps, servers = cloud([b.server('stopped', 'hv1', status='SHUTOFF')])
+        _, result = self.drain(hyps, servers, cold_migrate_stopped=True)
+        self.assertTrue(result.complete)
+        stopped = next(m for m in result.moves if m.server_name == 'stopped')
+        self.assertEqual(drain.COLD, result.kinds[stopped.server_id])
+        self.assertEqual(drain.LIVE, result.kinds['id-s0'])
+
+    def test_cooldown_does_not_hold_back_maintenance(self):
+        hyps, servers = cloud()
+        recent = {'id': '1', 'server_id': 'id-s0', 'status': 'completed',
+                  'migration_type': 'live-migration', 'source_compute': 'hv2',
+                  'dest_compute': 'hv1', 'created_at': b.TAKEN_AT,
+                  'updated_at': b.TAKEN_AT}
+        _, result = self.drain(hyps, servers, migrations=[recent])
+        self.assertTrue(result.complete)
+
+    def test_anti_affinity_is_kept(self):
+        members = ['id-s0', 'id-base2', 'id-base3']
+        group = {'id': 'g1', 'name': 'web', 'policy': 'anti-affinity',
+                 'members': members}
+        hyps, servers = cloud()
+        _, result = self.drain(hyps, servers, groups=[group])
+        s0 = next(m for m in result.moves if m.server_id == 'id-s0')
+        self.assertEqual('hv4', s0.destination)
+
+    def test_what_does_not_fit_is_named(self):
+        hyps, servers = cloud(hosts=2)
+        servers.append(b.server('huge', 'hv1', vcpus=8, ram_gb=130))
+        _, result = self.drain(hyps, servers)
+        self.assertEqual(['huge'], [s.name for s, _ in result.unplaced])
+        why = result.unplaced[0][1]
+        self.assertIn('no hypervisor accepts it', why)
+        self.assertIn('above max_unit 131072 (1 hypervisor)', why)
+        self.assertIn('availability zone az2 differs from the server\'s az1 '
+                      '(1 hypervisor)', why)
+        self.assertFalse(result.complete)
