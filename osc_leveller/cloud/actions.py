@@ -18,6 +18,8 @@ from osc_leveller.core import snapshot as snapshot_io
 LIVE_MIGRATE_VERSION = '2.30'  # a named host without force
 MIGRATIONS_VERSION = '2.80'  # instance_uuid filter, uuid and integer id
 ABORT_VERSION = '2.65'  # abort queued and preparing migrations too
+COLD_MIGRATE_VERSION = '2.56'  # a named host
+SERVICE_VERSION = '2.53'  # services by uuid
 ERRORS = (sdk_exc.SDKException, ksa_exc.ClientException)
 
 
@@ -37,16 +39,48 @@ class Actions:
             raise executor.ActionError(str(exc)) from exc
 
     def live_migrate(self, server_id, host):
+        self._action(server_id, {'os-migrateLive': {
+            'host': host, 'block_migration': 'auto'}},
+            LIVE_MIGRATE_VERSION, 'Nova refused the live migration')
+
+    def cold_migrate(self, server_id, host):
+        """Migrate a stopped server; the executor confirms it afterwards."""
+        self._action(server_id, {'migrate': {'host': host}},
+                     COLD_MIGRATE_VERSION, 'Nova refused the cold migration')
+
+    def confirm(self, server_id):
+        self._action(server_id, {'confirmResize': None},
+                     COLD_MIGRATE_VERSION, 'Nova refused to confirm it')
+
+    def _action(self, server_id, body, version, what):
         try:
             response = self.conn.compute.post(
-                '/servers/%s/action' % server_id,
-                json={'os-migrateLive': {'host': host,
-                                         'block_migration': 'auto'}},
-                microversion=LIVE_MIGRATE_VERSION)
+                '/servers/%s/action' % server_id, json=body,
+                microversion=version)
+            sdk_exc.raise_from_response(response)
+        except ERRORS as exc:
+            raise executor.ActionError('%s: %s' % (what, _why(exc))) from exc
+
+    def set_service(self, host, enabled, reason=None):
+        """Enable or disable the nova-compute service of a compute host."""
+        try:
+            found = list(self.conn.compute.services(host=host,
+                                                    binary='nova-compute'))
+            if not found:
+                raise executor.ActionError(
+                    'no nova-compute service on host %s' % host)
+            body = {'status': 'enabled' if enabled else 'disabled'}
+            if not enabled and reason:
+                body['disabled_reason'] = reason
+            response = self.conn.compute.put(
+                '/os-services/%s' % found[0].id, json=body,
+                microversion=SERVICE_VERSION)
             sdk_exc.raise_from_response(response)
         except ERRORS as exc:
             raise executor.ActionError(
-                'Nova refused the live migration: %s' % _why(exc)) from exc
+                'cannot %s the compute service of %s: %s' % (
+                    'enable' if enabled else 'disable', host, _why(exc))
+            ) from exc
 
     def server(self, server_id):
         """An executor.ServerView, or None once the server is gone."""
@@ -61,15 +95,16 @@ class Actions:
             host=server.compute_host,
             hypervisor=server.hypervisor_hostname)
 
-    def migration(self, server_id, since):
-        """The server's newest live migration created at or after since."""
+    def migration(self, server_id, since, cold=False):
+        """The server's newest migration of that kind updated since then."""
         moment = datetime.datetime.fromtimestamp(
             since - 5, datetime.timezone.utc)  # clocks differ a little
         try:
             response = self.conn.compute.get(
                 '/os-migrations', params={
                     'instance_uuid': server_id,
-                    'migration_type': 'live-migration',
+                    'migration_type': 'migration' if cold else
+                    'live-migration',
                     'changes-since': moment.strftime('%Y-%m-%dT%H:%M:%SZ')},
                 microversion=MIGRATIONS_VERSION)
             sdk_exc.raise_from_response(response)

@@ -10,8 +10,9 @@ ACTIVE, without a task, on the destination host. A failed live migration
 leaves the server ACTIVE on its source, so ACTIVE alone proves nothing.
 
 The cloud is reached only through ``actions`` (see cloud/actions.py):
-snapshot(), live_migrate(server_id, host), server(server_id),
-migration(server_id, since) and abort(server_id, migration_id).
+snapshot(), live_migrate(server_id, host), cold_migrate(server_id, host),
+confirm(server_id), server(server_id), migration(server_id, since, cold) and
+abort(server_id, migration_id).
 """
 
 import dataclasses
@@ -31,7 +32,7 @@ NOT_STARTED = 'not started'
 PROBLEMS = (FAILED, TIMED_OUT, ABORTED)
 
 # Nova's live-migration statuses (nova/objects/migration.py).
-COMPLETED = ('completed', 'done', 'finished', 'confirmed')
+COMPLETED = ('completed', 'done', 'confirmed')  # cold: 'finished' awaits
 BROKEN = ('error', 'failed')
 CANCELLED = ('cancelled',)
 ABORTABLE = ('queued', 'preparing', 'running')
@@ -80,7 +81,12 @@ class Result:
 class Executor:
     def __init__(self, actions, planner_options, options, journal=None,
                  progress=None, clock=time.monotonic, sleep=time.sleep,
-                 wall=time.time):
+                 wall=time.time, check=None, kinds=None):
+        """check(move, snapshot, state, rules): why a move is stale, or None
+        (default: a balancing move's checks); kinds: server id -> 'live' or
+        'cold' (default live)."""
+        self.check = check or stale
+        self.kinds = kinds or {}
         self.actions = actions
         self.planner_options = planner_options
         self.options = options
@@ -157,7 +163,7 @@ class Executor:
                     or move.destination in sources):
                 continue
             pending.remove(move)
-            reason = stale(move, snapshot, state, rules)
+            reason = self.check(move, snapshot, state, rules)
             if reason:
                 results[move] = Result(move, SKIPPED, reason)
                 self.journal('skipped', reason=reason, **_move_fields(move))
@@ -177,8 +183,12 @@ class Executor:
             self.journal('migrate', destination_host=move.destination_host,
                          **_move_fields(move))
             try:
-                self.actions.live_migrate(move.server_id,
-                                          move.destination_host)
+                if self._cold(move):
+                    self.actions.cold_migrate(move.server_id,
+                                              move.destination_host)
+                else:
+                    self.actions.live_migrate(move.server_id,
+                                              move.destination_host)
             except ActionError as exc:
                 results[move] = Result(move, FAILED, str(exc), 0.0)
                 self.journal('failed', reason=str(exc), **_move_fields(move))
@@ -205,12 +215,25 @@ class Executor:
                     result.duration, ', ' + result.reason
                     if result.status != DONE else ''))
 
+    def _cold(self, move):
+        return self.kinds.get(move.server_id) == 'cold'
+
     def _check(self, move, watch):
         """The move's Result once Nova has settled it, else None."""
         elapsed = self.clock() - watch.started
         try:
             server = self.actions.server(move.server_id)
-            migration = self.actions.migration(move.server_id, watch.since)
+            migration = self.actions.migration(move.server_id, watch.since,
+                                               cold=self._cold(move))
+            if (self._cold(move) and server is not None
+                    and server.status == 'VERIFY_RESIZE'
+                    and not watch.confirmed):
+                # A cold migration waits for a confirmation; we asked for
+                # this one, and confirm it once it is on the destination.
+                if server.host == move.destination_host:
+                    self.actions.confirm(move.server_id)
+                    watch.confirmed = True
+                return None
         except ActionError as exc:
             if elapsed < self.options.timeout:
                 return None  # a blip reading Nova; the timeout still holds
@@ -224,7 +247,8 @@ class Executor:
         settled = server.task_state is None
         if settled and mig_status in COMPLETED:
             if (server.host == move.destination_host
-                    and server.status in model.LIVE_MIGRATABLE_STATUSES):
+                    and server.status in model.LIVE_MIGRATABLE_STATUSES
+                    + ('SHUTOFF',)):
                 return Result(move, DONE, 'verified on %s' % server.hypervisor,
                               elapsed, mig_id)
             return Result(move, FAILED, 'Nova says %s, but the server is %s '
@@ -267,6 +291,7 @@ class _Watch:
     since: float  # wall-clock time the migration was requested
     started: float  # monotonic
     aborted: bool = False
+    confirmed: bool = False
 
 
 def stale(move, snapshot, state, rules):

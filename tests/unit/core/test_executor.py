@@ -61,6 +61,26 @@ class FakeNova:
             self.peak_per_host = max(self.peak_per_host, max(
                 hosts.count(h) for h in hosts))
 
+    def set_service(self, host, enabled, reason=None):
+        self.calls.append(('set_service', host, enabled, reason))
+        hyp = next(h for h in self.hyps if h['host'] == host)
+        hyp['service'] = dict(hyp['service'], status='enabled' if enabled
+                              else 'disabled',
+                              disabled_reason='' if enabled else reason)
+
+    def cold_migrate(self, server_id, host):
+        self.live_migrate(server_id, host)
+        self.running[server_id][0]['migration_type'] = 'migration'
+
+    def confirm(self, server_id):
+        self.calls.append(('confirm', server_id))
+        server = self.servers[server_id]
+        assert server['status'] == 'VERIFY_RESIZE'
+        server['status'] = 'SHUTOFF'
+        migration = [m for m in self.migrations
+                     if m['server_id'] == server_id][-1]
+        migration['status'] = 'confirmed'
+
     def _tick(self, server_id):
         entry = self.running.get(server_id)
         if entry is None:
@@ -82,6 +102,10 @@ class FakeNova:
             migration['status'] = 'cancelled'
         elif behaviour == 'fail':
             migration['status'] = 'error'
+        elif migration['migration_type'] == 'migration':
+            migration['status'] = 'finished'  # until confirmed
+            server['status'] = 'VERIFY_RESIZE'
+            server['hypervisor'] = host
         else:
             migration['status'] = 'completed'
             if behaviour != 'lie':
@@ -96,7 +120,7 @@ class FakeNova:
             status=server['status'], task_state=server.get('task_state'),
             host=server['hypervisor'], hypervisor=server['hypervisor'])
 
-    def migration(self, server_id, since):
+    def migration(self, server_id, since, cold=False):
         found = [m for m in self.migrations if m['server_id'] == server_id]
         return executor.MigrationView(id=found[-1]['id'],
                                       status=found[-1]['status']) \
@@ -191,6 +215,22 @@ class TestSuccess(ExecutorTest):
             self.assertEqual({executor.DONE}, set(self.statuses(results)))
             self.assertEqual(parallel, self.nova.peak)
             self.assertEqual(1, self.nova.peak_per_host)
+
+    def test_cold_migration_is_confirmed(self):
+        move = self.plan.moves[0]
+        self.nova.servers[move.server_id]['status'] = 'SHUTOFF'
+        clock = Clock()
+        runner = executor.Executor(
+            self.nova, self.planner_options,
+            executor.ApplyOptions(poll_interval=1.0),
+            clock=clock, sleep=clock.sleep, wall=lambda: NOW + clock.now,
+            check=lambda *args: None, kinds={move.server_id: 'cold'})
+        results = runner.run([move])
+        self.assertEqual(executor.DONE, results[0].status, results[0].reason)
+        self.assertIn(('confirm', move.server_id), self.nova.calls)
+        self.assertEqual('SHUTOFF', self.nova.servers[move.server_id]['status'])
+        self.assertEqual(move.destination,
+                         self.nova.servers[move.server_id]['hypervisor'])
 
     def test_batch_starts_at_most_n(self):
         results = self.run_plan(batch=1)

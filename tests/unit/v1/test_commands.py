@@ -17,6 +17,7 @@ from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import config as config_cmd
+from osc_leveller.v1 import evacuate as evacuate_cmd
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
@@ -365,8 +366,8 @@ class TestSettings(CommandTest):
         self.assertEqual([], rows)
 
 
-class TestApply(CommandTest):
-    """The command's guards, exit codes and journal, over a simulated Nova."""
+class SimulatedNovaTest(CommandTest):
+    """Commands that act on the cloud, over tests.unit.core's FakeNova."""
 
     def setUp(self):
         super().setUp()
@@ -377,11 +378,11 @@ class TestApply(CommandTest):
             'lock_file': os.path.join(self.tmp.name, 'apply.lock'),
             'journal': os.path.join(self.tmp.name, 'journal.jsonl')},
             'prometheus': {'password': 'pr0m-secret'}}
-        patcher = mock.patch.multiple(
-            apply_cmd, actions_mod=mock.Mock(
+        for module in (apply_cmd, evacuate_cmd):
+            patcher = mock.patch.multiple(module, actions_mod=mock.Mock(
                 Actions=lambda *a, **kw: self.nova))
-        patcher.start()
-        self.addCleanup(patcher.stop)
+            patcher.start()
+            self.addCleanup(patcher.stop)
         connect = mock.patch.object(common, 'open_connection',
                                     lambda app, request_id: None)
         connect.start()
@@ -397,6 +398,10 @@ class TestApply(CommandTest):
     def journal(self):
         with open(os.path.join(self.tmp.name, 'journal.jsonl')) as f:
             return [json.loads(line) for line in f]
+
+
+class TestApply(SimulatedNovaTest):
+    """The command's guards, exit codes and journal."""
 
     def test_cron_mode_batch_one(self):
         code, out, err = self.apply(['--batch', '1', '-f', 'json'])
@@ -469,3 +474,72 @@ class TestApply(CommandTest):
         self.assert_command_error(apply_cmd.ApplyLeveller, [path],
                                   path)
         self.assertEqual([], self.nova.calls)
+
+
+class TestEvacuate(SimulatedNovaTest):
+    """Drain and restore."""
+
+    def evacuate(self, args):
+        cmd = evacuate_cmd.EvacuateLeveller(self.app, None)
+        parsed = self.check_parser(cmd, args, [])
+        self.app.stdout = io.StringIO()
+        code = cmd.run(parsed)
+        out = self.app.stdout.getvalue()
+        return code, json.loads(out) if out.strip() else [], \
+            self.app.stderr.getvalue()
+
+    def test_drain_disables_the_service_and_empties_the_host(self):
+        code, rows, err = self.evacuate(['hv1', '--reason', 'RAM swap',
+                                         '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        self.assertEqual(8, len(rows))
+        self.assertEqual({'done'}, {r['Status'] for r in rows})
+        self.assertEqual(('set_service', 'hv1', False, 'RAM swap'),
+                         self.nova.calls[0])
+        self.assertNotIn('hv1', {s['hypervisor']
+                                 for s in self.nova.servers.values()})
+        self.assertIn('Empty: hv1', err)
+
+    def test_servers_that_stay_make_exit_3(self):
+        self.nova.servers['id-web0']['locked'] = True
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_LEFT, code, err)
+        stays = [r for r in rows if r['Status'] == 'stays']
+        self.assertEqual(['web0'], [r['Server'] for r in stays])
+        self.assertIn('locked', stays[0]['Reason'])
+        self.assertIn('Not empty: hv1 (1 servers)', err)
+
+    def test_dry_run_changes_nothing(self):
+        code, rows, err = self.evacuate(['hv1', '--dry-run', '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual({'would run'}, {r['Status'] for r in rows})
+        self.assertEqual([], self.nova.calls)
+
+    def test_refusals_before_anything_moves(self):
+        self.nova.hyps[0]['service'] = {'status': 'enabled', 'state': 'down'}
+        code, rows, err = self.evacuate(['hv1'])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('openstack server evacuate', err)
+        self.nova.hyps[0]['service'] = {'status': 'enabled', 'state': 'up'}
+        code, rows, err = self.evacuate(['hv1', 'hv2', 'hv3', 'hv4'])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('8 servers fit nowhere', err)
+        self.assertIn('nothing was moved', err)
+        self.assertEqual([], self.nova.calls)
+        self.assert_command_error(evacuate_cmd.EvacuateLeveller, ['hv9'],
+                                  'hv9: no such hypervisor')
+
+    def test_restore_moves_servers_back(self):
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(0, code, err)
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
+                                         '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual(('set_service', 'hv1', True, mock.ANY),
+                         [c for c in self.nova.calls
+                          if c[0] == 'set_service'][-1])
+        self.assertEqual({'done'}, {r['Status'] for r in rows})
+        self.assertEqual(8, len(rows))
+        self.assertEqual({'hv1'}, {s['hypervisor']
+                                   for s in self.nova.servers.values()
+                                   if s['name'].startswith('web')})

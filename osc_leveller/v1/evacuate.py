@@ -1,0 +1,303 @@
+"""openstack leveller evacuate"""
+
+import datetime
+import uuid
+
+from osc_lib import exceptions
+
+from osc_leveller.cloud import actions as actions_mod
+from osc_leveller.cloud import prometheus
+from osc_leveller.core import drain
+from osc_leveller.core import executor
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.v1 import apply as apply_cmd
+from osc_leveller.v1 import common
+from osc_leveller.v1 import runfiles
+
+COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
+STAYS = 'stays'
+EXIT_EMPTY = 0  # every named hypervisor is empty (or restored)
+EXIT_LEFT = 3  # servers are left, or some moves failed
+DEFAULT_REASON = 'maintenance (openstack leveller evacuate)'
+
+
+class EvacuateLeveller(apply_cmd.ApplyLeveller):
+    """Drain healthy hypervisors by live migration (not Nova's evacuate)"""
+
+    # Not Nova's "evacuate", which rebuilds the servers of a DEAD host
+    # elsewhere ("openstack server evacuate"); this empties live ones.
+
+    def get_parser(self, prog_name):
+        parser = super(apply_cmd.ApplyLeveller, self).get_parser(prog_name)
+        parser.add_argument(
+            'hosts', metavar='<hypervisor>', nargs='+',
+            help='Hypervisor (or compute host) to drain or restore')
+        common.add_source_options(parser, snapshot=False)
+        service = parser.add_mutually_exclusive_group()
+        service.add_argument(
+            '--disable-service', dest='disable_service', action='store_true',
+            default=True,
+            help='Disable the compute service first, so Nova schedules '
+                 'nothing new there (default)')
+        service.add_argument(
+            '--no-disable-service', dest='disable_service',
+            action='store_false', help='Leave the compute service enabled')
+        parser.add_argument(
+            '--reason', metavar='<text>', default=DEFAULT_REASON,
+            help='Disabled reason recorded on the compute service')
+        stopped = parser.add_mutually_exclusive_group()
+        stopped.add_argument(
+            '--cold-migrate-stopped', dest='cold_migrate_stopped',
+            action='store_true', default=False,
+            help='Cold-migrate stopped (SHUTOFF) servers and confirm them')
+        stopped.add_argument(
+            '--skip-stopped', dest='cold_migrate_stopped',
+            action='store_false',
+            help='Leave stopped servers where they are (default)')
+        parser.add_argument(
+            '--allow-partial', action='store_true', default=False,
+            help='Drain what fits even when some servers fit nowhere')
+        parser.add_argument(
+            '--include-locked', action='store_true', default=None,
+            help='Also move locked servers')
+        parser.add_argument(
+            '--max-parallel', metavar='<count>', type=int,
+            help='Migrations running at once (default %s)'
+            % common.default_text('apply.max_parallel'))
+        parser.add_argument(
+            '--timeout', metavar='<seconds>', type=float,
+            help='Abort a migration that has not finished after this long '
+                 '(default %s)' % common.default_text('apply.timeout'))
+        parser.add_argument(
+            '--dry-run', action='store_true', default=False,
+            help='Show where every server would go, and what stays; change '
+                 'nothing')
+        parser.add_argument(
+            '--restore', action='store_true', default=False,
+            help='Enable the compute services again instead of draining')
+        parser.add_argument(
+            '--move-back', action='store_true', default=False,
+            help='With --restore: migrate back the servers the last drain '
+                 'moved away (from Nova\'s migration history), where they '
+                 'still fit')
+        parser.add_argument(
+            '--journal', metavar='<file>',
+            help='Append a JSON line per action to this file (default %s)'
+            % common.default_text('apply.journal'))
+        parser.add_argument(
+            '--lock-file', metavar='<file>',
+            help='Lock that keeps two runs from overlapping (default %s)'
+            % common.default_text('apply.lock_file'))
+        return parser
+
+    def take_action(self, parsed_args):
+        effective = common.settings(parsed_args, self.app)
+        run_id = 'req-%s' % uuid.uuid4()
+        try:
+            journal = runfiles.Journal(effective['apply.journal'], run_id)
+        except OSError as exc:
+            raise exceptions.CommandError('cannot open the journal %s: %s' % (
+                effective['apply.journal'], exc)) from exc
+        lock = runfiles.Lock(effective['apply.lock_file'])
+        try:
+            try:
+                lock.acquire()
+            except runfiles.LockHeld as exc:
+                journal('refused', reason=str(exc))
+                raise apply_cmd.Refused(str(exc)) from exc
+            conn = common.open_connection(self.app, run_id)
+            actions = actions_mod.Actions(
+                conn, metrics=prometheus.reader_from_settings(
+                    effective.section('prometheus')), history_hours=72.0)
+            return _Run(self, parsed_args, effective, actions, journal).go()
+        finally:
+            lock.release()
+            journal.close()
+
+
+class _Run:
+    """One drain or restore, from the first read to the last check."""
+
+    def __init__(self, command, parsed_args, effective, actions, journal):
+        self.command = command
+        self.args = parsed_args
+        self.effective = effective
+        self.actions = actions
+        self.journal = journal
+        self.say = common.StderrWriter(command.app)
+
+    def read(self):
+        try:
+            return self.actions.snapshot()
+        except executor.ActionError as exc:
+            raise exceptions.CommandError(str(exc)) from exc
+
+    def go(self):
+        snapshot = self.read()
+        hosts = []
+        for ref in self.args.hosts:
+            hyp = snapshot.find_hypervisor(ref)
+            if hyp is None:
+                raise exceptions.CommandError(
+                    '%s: no such hypervisor or compute host' % ref)
+            hosts.append(hyp)
+        if self.args.restore:
+            return self.restore(snapshot, hosts)
+        return self.drain(snapshot, hosts)
+
+    def options(self, snapshot):
+        return common.planner_options(snapshot, self.effective,
+                                      self.command.app)
+
+    def executor(self, options, kinds, check):
+        return executor.Executor(
+            self.actions, options, executor.ApplyOptions(
+                max_parallel=self.effective['apply.max_parallel'],
+                per_source=self.effective['apply.max_parallel'],
+                timeout=self.effective['apply.timeout'],
+                poll_interval=self.effective['apply.poll_interval'],
+                stop_on_error=False, dry_run=self.args.dry_run),
+            journal=self.journal, progress=self.say, check=check,
+            kinds=kinds)
+
+    def drain(self, snapshot, hosts):
+        for hyp in hosts:
+            if hyp.service.state != 'up' or hyp.service.forced_down:
+                why = ('the compute service of %s is down: its servers '
+                       'cannot live-migrate. To rebuild them elsewhere use '
+                       '"openstack server evacuate"' % hyp.name)
+                self.journal('refused', reason=why)
+                raise apply_cmd.Refused(why)
+        names = [h.name for h in hosts]
+        options = self.options(snapshot)
+        running = executor.in_flight(snapshot, options)
+        if running:
+            why = '%s already running; try again when they end' % \
+                common.plural(len(running), 'migration')
+            self.journal('refused', reason=why)
+            raise apply_cmd.Refused(why)
+        cold = self.args.cold_migrate_stopped
+        plan = drain.plan_drain(snapshot, names, options, cold)
+        self.journal('start', drain=names, dry_run=self.args.dry_run,
+                     moves=len(plan.moves), stay=len(plan.stay),
+                     unplaced=len(plan.unplaced))
+        stay_rows = [(s, why) for s, why in plan.stay + plan.unplaced]
+        if plan.unplaced and not self.args.allow_partial:
+            why = '%s fit nowhere: %s (nothing was moved; use ' \
+                '--allow-partial to drain the rest)' % (
+                    common.plural(len(plan.unplaced), 'server'),
+                    '; '.join('%s: %s' % (s.label, r)
+                              for s, r in plan.unplaced[:5]))
+            self.journal('refused', reason=why)
+            raise apply_cmd.Refused(why)
+        if self.args.disable_service and not self.args.dry_run:
+            for hyp in hosts:
+                self.set_service(hyp, enabled=False)
+        runner = self.executor(
+            options, plan.kinds,
+            lambda move, snap, state, rules: drain.stale(
+                move, snap, state, rules, cold))
+        results = runner.run(plan.moves)
+        left = self.left_on(names)
+        if left and not self.args.dry_run:
+            self.say('Not empty: %s' % ', '.join(
+                '%s (%d servers)' % kv for kv in sorted(left.items())))
+        elif not self.args.dry_run:
+            self.say('Empty: %s' % ', '.join(names))
+        problems = [r for r in results if r.status in executor.PROBLEMS]
+        self.command.exit_code = (
+            EXIT_LEFT if (left and not self.args.dry_run) or problems
+            or runner.error else EXIT_EMPTY)
+        self.journal('end', exit_code=self.command.exit_code,
+                     left=sum(left.values()))
+        return COLUMNS, _rows(results, stay_rows)
+
+    def left_on(self, names):
+        if self.args.dry_run:
+            return {}
+        snapshot = self.read()
+        counts = {}
+        for server in snapshot.servers:
+            if server.hypervisor in names:
+                counts[server.hypervisor] = counts.get(server.hypervisor,
+                                                       0) + 1
+        return counts
+
+    def set_service(self, hyp, enabled):
+        try:
+            self.actions.set_service(hyp.host, enabled, self.args.reason)
+        except executor.ActionError as exc:
+            raise exceptions.CommandError(str(exc)) from exc
+        self.journal('enable-service' if enabled else 'disable-service',
+                     host=hyp.host, reason=None if enabled else
+                     self.args.reason)
+        self.say('%s the compute service of %s' % (
+            'Enabled' if enabled else 'Disabled', hyp.host))
+
+    def restore(self, snapshot, hosts):
+        if not self.args.dry_run:
+            for hyp in hosts:
+                self.set_service(hyp, enabled=True)
+        if not self.args.move_back:
+            self.command.exit_code = EXIT_EMPTY
+            return COLUMNS, []
+        snapshot = self.read()
+        options = self.options(snapshot)
+        moves = back_moves(snapshot, hosts)
+        runner = self.executor(options, {}, _back_check)
+        results = runner.run(moves)
+        problems = [r for r in results if r.status in executor.PROBLEMS]
+        self.command.exit_code = EXIT_LEFT if problems or runner.error \
+            else EXIT_EMPTY
+        return COLUMNS, _rows(results, [])
+
+
+def back_moves(snapshot, hosts):
+    """Moves returning servers whose last migration left one of the hosts.
+
+    Nova's migration history is the record: a server qualifies if its newest
+    completed live migration came from the host and it has not moved since.
+    """
+    names = {h.host: h for h in hosts}
+    last = {}
+    for mig in snapshot.migrations:
+        if mig.status.lower() not in ('completed', 'done', 'confirmed'):
+            continue
+        when = mig.created_at or 0
+        if mig.server_id not in last or when > last[mig.server_id][0]:
+            last[mig.server_id] = (when, mig)
+    moves = []
+    for when, mig in sorted(last.values(), key=lambda item: item[0]):
+        hyp = names.get(mig.source_compute)
+        server = snapshot.server(mig.server_id)
+        if hyp is None or server is None or \
+                server.hypervisor == hyp.name:
+            continue
+        moves.append(plan_mod.Move(
+            server_id=server.id, server_name=server.name,
+            source=server.hypervisor, destination=hyp.name,
+            destination_host=hyp.host, wave=1 + sum(
+                1 for m in moves if m.destination == hyp.name),
+            domain='', ram_gb=server.ram_gb, gain=0.0,
+            source_score=(0.0, 0.0), destination_score=(0.0, 0.0),
+            imbalance=(0.0, 0.0),
+            reason='moved off %s at %s; back where it was' % (
+                hyp.name, datetime.datetime.fromtimestamp(
+                    when, datetime.timezone.utc).strftime('%H:%M:%S UTC'))))
+    return sorted(moves, key=lambda m: m.wave)
+
+
+def _back_check(move, snapshot, state, rules):
+    """A move back must still fit, like any drain move."""
+    return drain.stale(move, snapshot, state, rules)
+
+
+def _rows(results, stay_rows):
+    rows = [(i, r.move.server_name or r.move.server_id, r.move.source,
+             r.move.destination, r.status,
+             None if r.duration is None else round(r.duration, 1), r.reason)
+            for i, r in enumerate(results, start=1)]
+    start = len(rows) + 1
+    rows += [(start + i, server.label, server.hypervisor, None, STAYS, None,
+              why) for i, (server, why) in enumerate(stay_rows)]
+    return rows

@@ -1,0 +1,78 @@
+"""openstack leveller evacuate on the devcloud's mixed scenario."""
+
+import json
+
+from tests.functional import base
+from tests.functional import test_apply
+
+
+def hosts():
+    return {s['Name']: s['Host'] for s in base.openstack(
+        'server', 'list', '--all-projects', '--long')}
+
+
+class TestEvacuate(test_apply.ApplyTestCase):
+    SCENARIO = 'mixed'
+
+    def evacuate(self, *args):
+        result = base.openstack('leveller', 'evacuate', '--config',
+                                self.config, '-f', 'json', *args,
+                                parse=False, check=False, timeout=900)
+        rows = json.loads(result.stdout) if result.stdout.strip() else []
+        return result.returncode, rows, result.stderr
+
+    def test_1_dry_run_and_a_drain_that_cannot_fit(self):
+        before = hosts()
+        code, rows, err = self.evacuate('hv01', '--dry-run')
+        self.assertEqual(0, code, err)
+        statuses = {r['Server']: r['Status'] for r in rows}
+        self.assertEqual('stays', statuses['locked-1'])
+        self.assertEqual('would run', statuses['app-1'])
+        # All of az1 at once: nothing in its CPU class is left to take them.
+        code, rows, err = self.evacuate('hv01', 'hv02', 'hv03')
+        self.assertEqual(4, code, err)
+        self.assertIn('fit nowhere', err)
+        self.assertIn('nothing was moved', err)
+        self.assertEqual(before, hosts())
+        service = base.openstack('compute', 'service', 'list', '--host',
+                                 'hv01', '--service', 'nova-compute')[0]
+        self.assertEqual('enabled', service['Status'])
+
+    def test_2_drain_then_restore(self):
+        code, rows, err = self.evacuate('hv01', '--cold-migrate-stopped',
+                                        '--reason', 'disk swap')
+        statuses = {r['Server']: r['Status'] for r in rows}
+        after = hosts()
+        on_hv01 = sorted(n for n, h in after.items() if h == 'hv01')
+        self.assertEqual(['locked-1'], on_hv01, rows)
+        self.assertEqual(3, code, err)  # locked-1 stays: not empty
+        self.assertEqual('stays', statuses['locked-1'])
+        for name in ('app-1', 'app-2', 'app-3', 'app-4', 'web-1', 'paused-1',
+                     'shutoff-1'):
+            self.assertEqual('done', statuses[name], rows)
+        self.assertNotEqual('hv02', after['web-1'])  # anti-affinity kept
+        self.assertEqual('PAUSED', base.openstack(
+            'server', 'show', 'paused-1')['status'])
+        self.assertEqual('SHUTOFF', base.openstack(
+            'server', 'show', 'shutoff-1')['status'])
+        # Balanced over az1's Cascadelake hosts, not piled on one.
+        self.assertEqual({'hv02', 'hv03'}, {after['app-%d' % i]
+                                            for i in range(1, 5)})
+        service = base.openstack('compute', 'service', 'list', '--host',
+                                 'hv01', '--service', 'nova-compute',
+                                 '--long')[0]
+        self.assertEqual('disabled', service['Status'])
+        self.assertEqual('disk swap', service['Disabled Reason'])
+        self.assertIn('Not empty: hv01 (1 servers)', err)
+
+        code, rows, err = self.evacuate('hv01', '--restore', '--move-back')
+        self.assertEqual(0, code, err)
+        back = {r['Server'] for r in rows if r['Status'] == 'done'}
+        self.assertTrue({'app-1', 'app-2', 'app-3', 'app-4', 'web-1',
+                         'paused-1'} <= back, rows)
+        restored = hosts()
+        for name in back:
+            self.assertEqual('hv01', restored[name])
+        service = base.openstack('compute', 'service', 'list', '--host',
+                                 'hv01', '--service', 'nova-compute')[0]
+        self.assertEqual('enabled', service['Status'])
