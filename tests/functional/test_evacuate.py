@@ -39,6 +39,9 @@ class TestEvacuate(test_apply.ApplyTestCase):
         self.assertEqual('enabled', service['Status'])
 
     def test_2_drain_then_restore(self):
+        self.addCleanup(base.openstack, 'compute', 'service', 'set',
+                        '--enable', 'hv01', 'nova-compute', parse=False,
+                        check=False)
         code, rows, err = self.evacuate('hv01', '--cold-migrate-stopped',
                                         '--reason', 'disk swap')
         statuses = {r['Server']: r['Status'] for r in rows}

@@ -174,6 +174,11 @@ def clear(c):
         c.compute.wait_for_delete(server, wait=300)
     for group in c.compute.server_groups(all_projects=True):
         c.compute.delete_server_group(group)
+    # A scenario starts with every compute service enabled (a drain or a
+    # failed test may have left one disabled).
+    for service in c.compute.services(binary='nova-compute'):
+        if service.status == 'disabled':
+            c.compute.enable_service(service)
     # Nova can leak a migration's allocation, e.g. when a server is deleted
     # while it live-migrates; with no servers left, every allocation is one.
     for rp in c.placement.resource_providers():
