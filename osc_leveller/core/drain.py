@@ -37,6 +37,9 @@ class Drain:
     kinds: dict  # server id -> LIVE or COLD
     stay: tuple  # (server, reason): cannot move at all
     unplaced: tuple  # (server, reason): may move, but nowhere fits
+    # Domains whose remaining hypervisors could not lose one more after the
+    # drain: (domain, reason).
+    no_headroom: tuple = ()
 
     @property
     def complete(self):
@@ -105,7 +108,22 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
         moves.append(_move(server, best[1], state, by_model, into))
         kinds[server.id] = kind
     moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
-    return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced))
+    return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced),
+                 _headroom(targets, state, by_model, moves))
+
+
+def _headroom(targets, state, by_model, moves):
+    """N+1 after the drain, in each domain that receives servers."""
+    receiving = {m.domain for m in moves}
+    found = []
+    for domain in sorted(receiving):
+        members = [h for h in targets
+                   if scoring.domain_of(h, by_model) == domain]
+        reason = scoring.n_plus_one(
+            members, usage=lambda hyp, rc: state.usage(hyp.name, rc))
+        if reason:
+            found.append((domain, reason))
+    return tuple(found)
 
 
 def _move(server, dest, state, by_model, into):

@@ -55,6 +55,10 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
             action='store_false',
             help='Leave stopped servers where they are (default)')
         parser.add_argument(
+            '--keep-n-plus-one', action='store_true', default=False,
+            help='Refuse a drain after which a balancing domain could not '
+                 'lose one more hypervisor (N+1); without it, only warn')
+        parser.add_argument(
             '--allow-partial', action='store_true', default=False,
             help='Drain what fits even when some servers fit nowhere')
         parser.add_argument(
@@ -190,6 +194,13 @@ class _Run:
                               for s, r in plan.unplaced[:5]))
             self.journal('refused', reason=why)
             raise apply_cmd.Refused(why)
+        for domain, why in plan.no_headroom:
+            text = 'after this drain %s has no N+1 headroom: %s' % (
+                domain, why)
+            if self.args.keep_n_plus_one:
+                self.journal('refused', reason=text)
+                raise apply_cmd.Refused(text + ' (nothing was moved)')
+            self.say('Warning: ' + text)
         if self.args.disable_service and not self.args.dry_run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)

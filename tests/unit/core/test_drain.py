@@ -104,3 +104,16 @@ class TestPlanDrain(unittest.TestCase):
         self.assertIn('availability zone az2 differs from the server\'s az1 '
                       '(1 hypervisor)', why)
         self.assertFalse(result.complete)
+
+    def test_n_plus_one_after_the_drain(self):
+        hyps, servers = cloud()
+        _, result = self.drain(hyps, servers)
+        self.assertEqual((), result.no_headroom)
+        hyps, servers = cloud(hosts=3)
+        servers += [b.server('big%d' % i, 'hv1', vcpus=2, ram_gb=30)
+                    for i in range(2)]
+        _, result = self.drain(hyps, servers)
+        self.assertTrue(result.complete)
+        self.assertEqual('az1/Gen1', result.no_headroom[0][0])
+        self.assertRegex(result.no_headroom[0][1],
+                         r'^losing hv[23] leaves MEMORY_MB short by \d+$')

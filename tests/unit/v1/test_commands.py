@@ -529,6 +529,22 @@ class TestEvacuate(SimulatedNovaTest):
         self.assert_command_error(evacuate_cmd.EvacuateLeveller, ['hv9'],
                                   'hv9: no such hypervisor')
 
+    def test_n_plus_one(self):
+        # hv1's 96 GiB into hv2-hv4 (3 x 128): losing one more leaves 96
+        # GiB for 256 free: fine. Drain two hosts and it is not.
+        self.nova.servers.update({
+            'id-x%d' % i: b.server('x%d' % i, 'hv2', vcpus=4, ram_gb=12)
+            for i in range(8)})
+        code, rows, err = self.evacuate(['hv1', 'hv2', '--keep-n-plus-one'])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('after this drain az1/Gen1 has no N+1 headroom: losing',
+                      err)
+        self.assertEqual([], self.nova.calls)
+        code, rows, err = self.evacuate(['hv1', 'hv2', '--dry-run', '-f',
+                                         'json'])
+        self.assertEqual(0, code)
+        self.assertIn('Warning: after this drain az1/Gen1 has no N+1', err)
+
     def test_restore_moves_servers_back(self):
         code, rows, err = self.evacuate(['hv1', '-f', 'json'])
         self.assertEqual(0, code, err)
