@@ -140,7 +140,9 @@ class TestMixed(base.DevcloudTestCase):
         self.assertEqual(['error'], [m.status for m in migrations])
 
 
-class TestNearFull(base.DevcloudTestCase):
+class TestLowHeadroom(base.DevcloudTestCase):
+    """near-full; named to sort between hot-host and mixed (one swap less)."""
+
     SCENARIO = 'near-full'
 
     def test_memory_nearly_allocated(self):
