@@ -16,6 +16,7 @@ servers (unless included) and servers opted out stay, with the reason.
 import collections
 import dataclasses
 
+from osc_leveller.core import executor
 from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import plan as plan_mod
@@ -152,18 +153,6 @@ def _kind_of(reason):
 
 def stale(move, snapshot, state, rules, cold=False):
     """Why a drain move no longer holds (for the executor), or None."""
-    server = snapshot.server(move.server_id)
-    if server is None:
-        return 'the server no longer exists'
-    if server.hypervisor != move.source:
-        return 'it is now on %s, not on %s' % (server.hypervisor, move.source)
-    kind, reason = why_not_drained(server, rules, cold)
-    if reason:
-        return reason
-    dest = snapshot.find_hypervisor(move.destination)
-    if dest is None:
-        return 'the destination %s no longer exists' % move.destination
-    reason = filters.why_not_destination(server, dest, state, rules)
-    if reason:
-        return '%s: %s' % (dest.name, reason)
-    return None
+    def why_not_movable(server, rules):
+        return why_not_drained(server, rules, cold)[1]
+    return executor.recheck(move, snapshot, state, rules, why_not_movable)

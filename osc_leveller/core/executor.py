@@ -294,15 +294,19 @@ class _Watch:
     confirmed: bool = False
 
 
-def stale(move, snapshot, state, rules):
-    """Why the planned move no longer holds in this snapshot, or None."""
+def recheck(move, snapshot, state, rules, why_not_movable):
+    """Why a move no longer holds in this snapshot, or None.
+
+    why_not_movable(server, rules): the server checks of this kind of move
+    (balancing or maintenance); the destination checks are always all.
+    """
     server = snapshot.server(move.server_id)
     if server is None:
         return 'the server no longer exists'
     if server.hypervisor != move.source:
         return 'it is now on %s, not on the planned source %s' % (
             server.hypervisor, move.source)
-    reason = filters.why_not_movable(server, rules)
+    reason = why_not_movable(server, rules)
     if reason:
         return reason
     dest = snapshot.find_hypervisor(move.destination)
@@ -311,12 +315,21 @@ def stale(move, snapshot, state, rules):
     reason = filters.why_not_destination(server, dest, state, rules)
     if reason:
         return '%s: %s' % (dest.name, reason)
+    return None
+
+
+def stale(move, snapshot, state, rules):
+    """A balancing move: the checks, and it must still even out the load."""
+    reason = recheck(move, snapshot, state, rules, filters.why_not_movable)
+    if reason:
+        return reason
     source_now = state.score(move.source)
-    dest_after = state.score(dest.name) + state.load_model.delta(
-        server.id, dest.name)
+    dest_after = state.score(move.destination) + state.load_model.delta(
+        move.server_id, move.destination)
     if dest_after >= source_now:
         return 'no longer evens out the load: %s would reach %.2f, %s is ' \
-            'at %.2f' % (dest.name, dest_after, move.source, source_now)
+            'at %.2f' % (move.destination, dest_after, move.source,
+                         source_now)
     return None
 
 

@@ -46,19 +46,8 @@ class ApplyLeveller(command.Lister):
         parser.add_argument(
             '--batch', metavar='<count>', type=int,
             help='Start at most this many live migrations (cron: 1)')
-        parser.add_argument(
-            '--max-parallel', metavar='<count>', type=int,
-            help='Live migrations running at once, at most one out of and '
-                 'one into each hypervisor (default %s)'
-            % common.default_text('apply.max_parallel'))
-        parser.add_argument(
-            '--timeout', metavar='<seconds>', type=float,
-            help='Abort a live migration that has not finished after this '
-                 'long (default %s)' % common.default_text('apply.timeout'))
-        parser.add_argument(
-            '--dry-run', action='store_true', default=False,
-            help='Check every move against the live cloud and show what '
-                 'would run; migrate nothing')
+        add_run_options(parser, 'Check every move against the live cloud '
+                        'and show what would run; migrate nothing')
         errors = parser.add_mutually_exclusive_group()
         errors.add_argument(
             '--stop-on-error', dest='stop_on_error', action='store_true',
@@ -68,14 +57,6 @@ class ApplyLeveller(command.Lister):
             '--continue-on-error', dest='stop_on_error',
             action='store_false',
             help='Go on with the other moves after a failure')
-        parser.add_argument(
-            '--journal', metavar='<file>',
-            help='Append a JSON line per action to this file (default %s; '
-                 'empty: none)' % common.default_text('apply.journal'))
-        parser.add_argument(
-            '--lock-file', metavar='<file>',
-            help='Lock that keeps two runs from overlapping (default %s)'
-            % common.default_text('apply.lock_file'))
         return parser
 
     def run(self, parsed_args):
@@ -95,26 +76,8 @@ class ApplyLeveller(command.Lister):
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
         plan = self._read_plan(parsed_args.plan_file)
-        run_id = 'req-%s' % uuid.uuid4()
-        try:
-            journal = runfiles.Journal(effective['apply.journal'], run_id)
-        except OSError as exc:
-            raise exceptions.CommandError('cannot open the journal %s: %s' % (
-                effective['apply.journal'], exc)) from exc
-        lock = runfiles.Lock(effective['apply.lock_file'])
-        try:
-            try:
-                lock.acquire()
-            except runfiles.LockHeld as exc:
-                journal('refused', reason=str(exc))
-                raise Refused(str(exc)) from exc
-            except OSError as exc:
-                raise exceptions.CommandError(
-                    'cannot take the lock %s: %s' % (lock.path, exc)) from exc
-            return self._apply(parsed_args, effective, plan, run_id, journal)
-        finally:
-            lock.release()
-            journal.close()
+        return guarded(self.app, effective, lambda conn, journal: self._apply(
+            parsed_args, effective, plan, conn, journal))
 
     def _read_plan(self, path):
         if not path:
@@ -124,9 +87,8 @@ class ApplyLeveller(command.Lister):
         except plan_mod.PlanError as exc:
             raise exceptions.CommandError(str(exc)) from exc
 
-    def _apply(self, parsed_args, effective, plan, run_id, journal):
+    def _apply(self, parsed_args, effective, plan, conn, journal):
         say = common.StderrWriter(self.app)
-        conn = common.open_connection(self.app, run_id)
         metrics = prometheus.reader_from_settings(
             effective.section('prometheus'))
         actions = actions_mod.Actions(
@@ -187,6 +149,56 @@ class ApplyLeveller(command.Lister):
              r.move.destination, r.status,
              None if r.duration is None else round(r.duration, 1), r.reason)
             for i, r in enumerate(results, start=1)]
+
+
+def add_run_options(parser, dry_run_help):
+    """Options of every command that migrates (apply, evacuate)."""
+    parser.add_argument(
+        '--max-parallel', metavar='<count>', type=int,
+        help='Migrations running at once (default %s)'
+        % common.default_text('apply.max_parallel'))
+    parser.add_argument(
+        '--timeout', metavar='<seconds>', type=float,
+        help='Abort a migration that has not finished after this long '
+             '(default %s)' % common.default_text('apply.timeout'))
+    parser.add_argument('--dry-run', action='store_true', default=False,
+                        help=dry_run_help)
+    parser.add_argument(
+        '--journal', metavar='<file>',
+        help='Append a JSON line per action to this file (default %s; '
+             'empty: none)' % common.default_text('apply.journal'))
+    parser.add_argument(
+        '--lock-file', metavar='<file>',
+        help='Lock that keeps two runs from overlapping (default %s)'
+        % common.default_text('apply.lock_file'))
+
+
+def guarded(app, effective, body):
+    """body(conn, journal) with the journal open and the lock held.
+
+    The connection sends one new global request id on every call, and the
+    journal records it, so Nova's logs and the journal can be matched.
+    """
+    run_id = 'req-%s' % uuid.uuid4()
+    try:
+        journal = runfiles.Journal(effective['apply.journal'], run_id)
+    except OSError as exc:
+        raise exceptions.CommandError('cannot open the journal %s: %s' % (
+            effective['apply.journal'], exc)) from exc
+    lock = runfiles.Lock(effective['apply.lock_file'])
+    try:
+        try:
+            lock.acquire()
+        except runfiles.LockHeld as exc:
+            journal('refused', reason=str(exc))
+            raise Refused(str(exc)) from exc
+        except OSError as exc:
+            raise exceptions.CommandError('cannot take the lock %s: %s' % (
+                lock.path, exc)) from exc
+        return body(common.open_connection(app, run_id), journal)
+    finally:
+        lock.release()
+        journal.close()
 
 
 def _counts(results):

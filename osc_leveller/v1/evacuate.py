@@ -1,7 +1,6 @@
 """openstack leveller evacuate"""
 
 import datetime
-import uuid
 
 from osc_lib import exceptions
 
@@ -12,7 +11,6 @@ from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import common
-from osc_leveller.v1 import runfiles
 
 COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
 STAYS = 'stays'
@@ -64,18 +62,9 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
         parser.add_argument(
             '--include-locked', action='store_true', default=None,
             help='Also move locked servers')
-        parser.add_argument(
-            '--max-parallel', metavar='<count>', type=int,
-            help='Migrations running at once (default %s)'
-            % common.default_text('apply.max_parallel'))
-        parser.add_argument(
-            '--timeout', metavar='<seconds>', type=float,
-            help='Abort a migration that has not finished after this long '
-                 '(default %s)' % common.default_text('apply.timeout'))
-        parser.add_argument(
-            '--dry-run', action='store_true', default=False,
-            help='Show where every server would go, and what stays; change '
-                 'nothing')
+        apply_cmd.add_run_options(
+            parser, 'Show where every server would go, and what stays; '
+                    'change nothing')
         parser.add_argument(
             '--restore', action='store_true', default=False,
             help='Enable the compute services again instead of draining')
@@ -84,39 +73,17 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
             help='With --restore: migrate back the servers the last drain '
                  'moved away (from Nova\'s migration history), where they '
                  'still fit')
-        parser.add_argument(
-            '--journal', metavar='<file>',
-            help='Append a JSON line per action to this file (default %s)'
-            % common.default_text('apply.journal'))
-        parser.add_argument(
-            '--lock-file', metavar='<file>',
-            help='Lock that keeps two runs from overlapping (default %s)'
-            % common.default_text('apply.lock_file'))
         return parser
 
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
-        run_id = 'req-%s' % uuid.uuid4()
-        try:
-            journal = runfiles.Journal(effective['apply.journal'], run_id)
-        except OSError as exc:
-            raise exceptions.CommandError('cannot open the journal %s: %s' % (
-                effective['apply.journal'], exc)) from exc
-        lock = runfiles.Lock(effective['apply.lock_file'])
-        try:
-            try:
-                lock.acquire()
-            except runfiles.LockHeld as exc:
-                journal('refused', reason=str(exc))
-                raise apply_cmd.Refused(str(exc)) from exc
-            conn = common.open_connection(self.app, run_id)
+
+        def run(conn, journal):
             actions = actions_mod.Actions(
                 conn, metrics=prometheus.reader_from_settings(
                     effective.section('prometheus')), history_hours=72.0)
             return _Run(self, parsed_args, effective, actions, journal).go()
-        finally:
-            lock.release()
-            journal.close()
+        return apply_cmd.guarded(self.app, effective, run)
 
 
 class _Run:
