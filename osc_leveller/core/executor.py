@@ -341,17 +341,10 @@ def in_flight(snapshot, options):
             continue
         hosts = [snapshot.find_hypervisor(h) for h in (mig.source_compute,
                                                        mig.dest_compute)]
-        if any(h is not None and _in_scope(h, options) for h in hosts) or \
-                not any(hosts):
+        if any(h is not None and filters.in_scope(h, options)
+               for h in hosts) or not any(hosts):
             found.append(mig)
     return found
-
-
-def _in_scope(hyp, options):
-    return (hyp.name not in options.exclude_hosts
-            and hyp.host not in options.exclude_hosts
-            and (not options.availability_zones
-                 or hyp.availability_zone in options.availability_zones))
 
 
 def _label(move):

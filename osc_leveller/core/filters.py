@@ -107,6 +107,14 @@ def cooldown(server, rules):
             max(0.0, rules.now - when) / HOUR, hours)
 
 
+def in_scope(hyp, options):
+    """The hypervisor is among those the options select for balancing."""
+    return (hyp.name not in options.exclude_hosts
+            and hyp.host not in options.exclude_hosts
+            and (not options.availability_zones
+                 or hyp.availability_zone in options.availability_zones))
+
+
 def source_in_scope(server, rules):
     hyp = rules.snapshot.hypervisor(server.hypervisor)
     if hyp.name in rules.options.exclude_hosts or \

@@ -47,18 +47,29 @@ class PlannerOptions:
             if not ok:
                 raise ValueError('--%s must not be negative%s' % (
                     name, ' or zero' if name == 'ceiling' else ''))
-        if self.weights['cpu'] + self.weights['ram'] <= 0:
-            raise ValueError('the cpu and ram weights cannot both be 0')
+        check_weights(self.weights)
         if self.cpu_compatibility not in (CPU_MODEL, CPU_FEATURES):
             raise ValueError('--cpu-compatibility must be %s or %s' % (
                 CPU_MODEL, CPU_FEATURES))
         return self
 
 
+def check_weights(weights):
+    if weights['cpu'] + weights['ram'] <= 0:
+        raise ValueError('the cpu and ram weights cannot both be 0')
+    return weights
+
+
+def weights_of(settings):
+    """{dimension: weight} from a core.config.Settings; ValueError if bad."""
+    return check_weights({d: settings['weights.' + d]
+                          for d in scoring.DIMENSIONS})
+
+
 def from_settings(settings, **extra):
     """PlannerOptions from a core.config.Settings, plus fields not in it."""
     fields = dict(
-        weights={d: settings['weights.' + d] for d in scoring.DIMENSIONS},
+        weights=weights_of(settings),
         threshold=settings['threshold'],
         min_gain=settings['min_gain'],
         max_moves=settings['max_moves'],

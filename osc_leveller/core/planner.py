@@ -79,12 +79,7 @@ class Planner:
                 self.movable[server.hypervisor].append(server.id)
 
     def _in_scope(self, hyp):
-        options = self.options
-        return (hyp.service.usable
-                and hyp.name not in options.exclude_hosts
-                and hyp.host not in options.exclude_hosts
-                and (not options.availability_zones
-                     or hyp.availability_zone in options.availability_zones))
+        return hyp.service.usable and filters.in_scope(hyp, self.options)
 
     def stats(self):
         scores = {h: self.state.score(h) for h in self.scope}

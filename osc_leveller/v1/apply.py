@@ -76,8 +76,9 @@ class ApplyLeveller(command.Lister):
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
         plan = self._read_plan(parsed_args.plan_file)
-        return guarded(self.app, effective, lambda conn, journal: self._apply(
-            parsed_args, effective, plan, conn, journal))
+        return guarded(self.app, effective, lambda actions, journal:
+                       self._apply(parsed_args, effective, plan, actions,
+                                   journal))
 
     def _read_plan(self, path):
         if not path:
@@ -87,13 +88,8 @@ class ApplyLeveller(command.Lister):
         except plan_mod.PlanError as exc:
             raise exceptions.CommandError(str(exc)) from exc
 
-    def _apply(self, parsed_args, effective, plan, conn, journal):
+    def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)
-        metrics = prometheus.reader_from_settings(
-            effective.section('prometheus'))
-        actions = actions_mod.Actions(
-            conn, metrics=metrics,
-            history_hours=max(24.0, effective['cooldown'] + 1))
         try:
             snapshot = actions.snapshot()
         except executor.ActionError as exc:
@@ -104,15 +100,7 @@ class ApplyLeveller(command.Lister):
         journal('start', plan_file=parsed_args.plan_file,
                 dry_run=parsed_args.dry_run, batch=effective['apply.batch'],
                 max_parallel=effective['apply.max_parallel'])
-        running = executor.in_flight(snapshot, options)
-        if running:
-            why = '%s already running: %s' % (
-                common.plural(len(running), 'migration'), ', '.join(
-                    '%s %s -> %s (%s)' % (m.server_id, m.source_compute,
-                                          m.dest_compute, m.status)
-                    for m in running[:5]))
-            journal('refused', reason=why)
-            raise Refused(why)
+        refuse_if_running(snapshot, options, journal)
         if plan is None:
             plan = planner.make_plan(snapshot, options)
             if not plan.moves:
@@ -123,15 +111,9 @@ class ApplyLeveller(command.Lister):
         elif plan.fingerprint != plan_mod.fingerprint(snapshot):
             say('The cloud changed since the plan was made: each move is '
                 'checked again before it runs')
-        apply_options = executor.ApplyOptions(
-            batch=effective['apply.batch'],
-            max_parallel=effective['apply.max_parallel'],
-            timeout=effective['apply.timeout'],
-            poll_interval=effective['apply.poll_interval'],
-            stop_on_error=effective['apply.stop_on_error'],
-            dry_run=parsed_args.dry_run)
-        runner = executor.Executor(actions, options, apply_options,
-                                   journal=journal, progress=say)
+        runner = executor.Executor(
+            actions, options, apply_options(effective, parsed_args.dry_run),
+            journal=journal, progress=say)
         try:
             results = runner.run(plan.moves, snapshot=snapshot)
         except KeyboardInterrupt:
@@ -173,11 +155,37 @@ def add_run_options(parser, dry_run_help):
         % common.default_text('apply.lock_file'))
 
 
-def guarded(app, effective, body):
-    """body(conn, journal) with the journal open and the lock held.
+def apply_options(effective, dry_run, **fields):
+    """The executor's limits from the apply.* settings."""
+    values = dict(batch=effective['apply.batch'],
+                  max_parallel=effective['apply.max_parallel'],
+                  timeout=effective['apply.timeout'],
+                  poll_interval=effective['apply.poll_interval'],
+                  stop_on_error=effective['apply.stop_on_error'],
+                  dry_run=dry_run)
+    values.update(fields)
+    return executor.ApplyOptions(**values)
+
+
+def refuse_if_running(snapshot, options, journal):
+    """Refused when Nova already runs migrations on hypervisors in scope."""
+    running = executor.in_flight(snapshot, options)
+    if running:
+        why = '%s already running: %s' % (
+            common.plural(len(running), 'migration'), ', '.join(
+                '%s %s -> %s (%s)' % (m.server_id, m.source_compute,
+                                      m.dest_compute, m.status)
+                for m in running[:5]))
+        journal('refused', reason=why)
+        raise Refused(why)
+
+
+def guarded(app, effective, body, history_hours=24.0):
+    """body(actions, journal) with the journal open and the lock held.
 
     The connection sends one new global request id on every call, and the
-    journal records it, so Nova's logs and the journal can be matched.
+    journal records it, so Nova's logs and the journal can be matched. The
+    migration history read covers history_hours and the cooldown.
     """
     run_id = 'req-%s' % uuid.uuid4()
     try:
@@ -195,7 +203,12 @@ def guarded(app, effective, body):
         except OSError as exc:
             raise exceptions.CommandError('cannot take the lock %s: %s' % (
                 lock.path, exc)) from exc
-        return body(common.open_connection(app, run_id), journal)
+        actions = actions_mod.Actions(
+            common.open_connection(app, run_id),
+            metrics=prometheus.reader_from_settings(
+                effective.section('prometheus')),
+            history_hours=max(history_hours, effective['cooldown'] + 1))
+        return body(actions, journal)
     finally:
         lock.release()
         journal.close()

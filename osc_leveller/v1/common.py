@@ -169,8 +169,10 @@ def read_cloud(app, effective):
 
 
 def weights(effective):
-    return {k.name[len('weights.'):]: effective[k.name] for k in config.KEYS
-            if k.name.startswith('weights.')}
+    try:
+        return core_options.weights_of(effective)
+    except ValueError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
 
 
 def check_hosts(snapshot, names, where):

@@ -4,8 +4,6 @@ import datetime
 
 from osc_lib import exceptions
 
-from osc_leveller.cloud import actions as actions_mod
-from osc_leveller.cloud import prometheus
 from osc_leveller.core import drain
 from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
@@ -17,6 +15,7 @@ STAYS = 'stays'
 EXIT_EMPTY = 0  # every named hypervisor is empty (or restored)
 EXIT_LEFT = 3  # servers are left, or some moves failed
 DEFAULT_REASON = 'maintenance (openstack leveller evacuate)'
+MOVE_BACK_HOURS = 72.0  # how far back --move-back looks in Nova's history
 
 
 class EvacuateLeveller(apply_cmd.ApplyLeveller):
@@ -77,13 +76,10 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
 
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
-
-        def run(conn, journal):
-            actions = actions_mod.Actions(
-                conn, metrics=prometheus.reader_from_settings(
-                    effective.section('prometheus')), history_hours=72.0)
-            return _Run(self, parsed_args, effective, actions, journal).go()
-        return apply_cmd.guarded(self.app, effective, run)
+        return apply_cmd.guarded(
+            self.app, effective, lambda actions, journal: _Run(
+                self, parsed_args, effective, actions, journal).go(),
+            history_hours=MOVE_BACK_HOURS)
 
 
 class _Run:
@@ -120,14 +116,14 @@ class _Run:
         return common.planner_options(snapshot, self.effective,
                                       self.command.app)
 
-    def executor(self, options, kinds, check):
+    def executor(self, options, check, kinds=None):
+        # A drain empties one host: many moves out of it at once, and one
+        # failure does not stop the others.
         return executor.Executor(
-            self.actions, options, executor.ApplyOptions(
-                max_parallel=self.effective['apply.max_parallel'],
+            self.actions, options, apply_cmd.apply_options(
+                self.effective, self.args.dry_run, batch=None,
                 per_source=self.effective['apply.max_parallel'],
-                timeout=self.effective['apply.timeout'],
-                poll_interval=self.effective['apply.poll_interval'],
-                stop_on_error=False, dry_run=self.args.dry_run),
+                stop_on_error=False),
             journal=self.journal, progress=self.say, check=check,
             kinds=kinds)
 
@@ -141,12 +137,7 @@ class _Run:
                 raise apply_cmd.Refused(why)
         names = [h.name for h in hosts]
         options = self.options(snapshot)
-        running = executor.in_flight(snapshot, options)
-        if running:
-            why = '%s already running; try again when they end' % \
-                common.plural(len(running), 'migration')
-            self.journal('refused', reason=why)
-            raise apply_cmd.Refused(why)
+        apply_cmd.refuse_if_running(snapshot, options, self.journal)
         cold = self.args.cold_migrate_stopped
         plan = drain.plan_drain(snapshot, names, options, cold)
         self.journal('start', drain=names, dry_run=self.args.dry_run,
@@ -172,10 +163,9 @@ class _Run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)
         runner = self.executor(
-            options, plan.kinds,
-            lambda move, snap, state, rules: drain.stale(
-                move, snap, state, rules, cold))
-        results = runner.run(plan.moves)
+            options, lambda move, snap, state, rules: drain.stale(
+                move, snap, state, rules, cold), plan.kinds)
+        results = runner.run(plan.moves, snapshot=snapshot)
         left = self.left_on(names)
         if left and not self.args.dry_run:
             self.say('Not empty: %s' % ', '.join(
@@ -219,11 +209,10 @@ class _Run:
         if not self.args.move_back:
             self.command.exit_code = EXIT_EMPTY
             return COLUMNS, []
-        snapshot = self.read()
-        options = self.options(snapshot)
-        moves = back_moves(snapshot, hosts)
-        runner = self.executor(options, {}, _back_check)
-        results = runner.run(moves)
+        # The history comes from the first read; the executor reads the
+        # cloud again (services now enabled) before it moves anything.
+        runner = self.executor(self.options(snapshot), drain.stale)
+        results = runner.run(back_moves(snapshot, hosts))
         problems = [r for r in results if r.status in executor.PROBLEMS]
         self.command.exit_code = EXIT_LEFT if problems or runner.error \
             else EXIT_EMPTY
@@ -263,11 +252,6 @@ def back_moves(snapshot, hosts):
                 hyp.name, datetime.datetime.fromtimestamp(
                     when, datetime.timezone.utc).strftime('%H:%M:%S UTC'))))
     return sorted(moves, key=lambda m: m.wave)
-
-
-def _back_check(move, snapshot, state, rules):
-    """A move back must still fit, like any drain move."""
-    return drain.stale(move, snapshot, state, rules)
 
 
 def _rows(results, stay_rows):

@@ -151,6 +151,10 @@ class TestScore(CommandTest):
         self.assert_command_error(
             score.ScoreLeveller, ['--snapshot', 'demo', '--weight', 'gpu=1'],
             '--weight gpu=1: use NAME=VALUE with NAME one of cpu, ram')
+        self.assert_command_error(
+            score.ScoreLeveller, ['--snapshot', 'demo', '--weight', 'cpu=0',
+                                  '--weight', 'ram=0'],
+            'the cpu and ram weights cannot both be 0')
 
 
 class TestPlan(CommandTest):
@@ -378,11 +382,10 @@ class SimulatedNovaTest(CommandTest):
             'lock_file': os.path.join(self.tmp.name, 'apply.lock'),
             'journal': os.path.join(self.tmp.name, 'journal.jsonl')},
             'prometheus': {'password': 'pr0m-secret'}}
-        for module in (apply_cmd, evacuate_cmd):
-            patcher = mock.patch.multiple(module, actions_mod=mock.Mock(
-                Actions=lambda *a, **kw: self.nova))
-            patcher.start()
-            self.addCleanup(patcher.stop)
+        patcher = mock.patch.multiple(apply_cmd, actions_mod=mock.Mock(
+            Actions=lambda *a, **kw: self.nova))
+        patcher.start()
+        self.addCleanup(patcher.stop)
         connect = mock.patch.object(common, 'open_connection',
                                     lambda app, request_id: None)
         connect.start()
