@@ -52,11 +52,6 @@ class NoSeries(Unreachable):
     """
 
 
-def escape_label_value(value):
-    """A string safe inside a PromQL label matcher's double quotes."""
-    return value.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
-
-
 class Client:
     """Instant queries against Prometheus' HTTP API.
 

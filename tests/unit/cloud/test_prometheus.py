@@ -223,7 +223,3 @@ class PrometheusTest(unittest.TestCase):
                          values)
         self.assertEqual({'hv02.example.net': 'no cpu series',
                           'hv03.example.net': 'no cpu series'}, problems)
-
-    def test_escape_label_value(self):
-        self.assertEqual('a\\"b\\\\c\\n', prometheus.escape_label_value(
-            'a"b\\c\n'))
