@@ -15,7 +15,7 @@ from osc_leveller.cloud import collect
 from osc_leveller.core import executor
 from osc_leveller.core import snapshot as snapshot_io
 
-LIVE_MIGRATE_VERSION = '2.30'  # a named host without force
+LIVE_MIGRATE_VERSION = '2.34'  # a named host, no force, pre-checks async
 MIGRATIONS_VERSION = '2.80'  # instance_uuid filter, uuid and integer id
 ABORT_VERSION = '2.65'  # abort queued and preparing migrations too
 COLD_MIGRATE_VERSION = '2.56'  # a named host
