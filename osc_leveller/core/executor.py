@@ -245,6 +245,10 @@ class Executor:
             return Result(move, FAILED, 'the server was deleted during its '
                           'migration', elapsed, mig_id)
         settled = server.task_state is None
+        if watch.confirmed and server.status == 'VERIFY_RESIZE':
+            # Nova saves the migration as confirmed a moment before the
+            # server leaves VERIFY_RESIZE (compute manager _confirm_resize).
+            settled = False
         if settled and mig_status in COMPLETED:
             if (server.host == move.destination_host
                     and server.status in model.LIVE_MIGRATABLE_STATUSES

@@ -76,7 +76,9 @@ class FakeNova:
         self.calls.append(('confirm', server_id))
         server = self.servers[server_id]
         assert server['status'] == 'VERIFY_RESIZE'
-        server['status'] = 'SHUTOFF'
+        # Like Nova: the migration says confirmed first, the server leaves
+        # VERIFY_RESIZE a poll later.
+        server['confirm_lag'] = self.polls
         migration = [m for m in self.migrations
                      if m['server_id'] == server_id][-1]
         migration['status'] = 'confirmed'
@@ -116,6 +118,11 @@ class FakeNova:
         server = self.servers.get(server_id)
         if server is None:
             return None
+        if 'confirm_lag' in server:
+            server['confirm_lag'] -= 1
+            if server['confirm_lag'] < 0:
+                del server['confirm_lag']
+                server['status'] = 'SHUTOFF'
         return executor.ServerView(
             status=server['status'], task_state=server.get('task_state'),
             host=server['hypervisor'], hypervisor=server['hypervisor'])
