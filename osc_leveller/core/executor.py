@@ -1,6 +1,6 @@
 """Carry out live migrations with every safety limit in one place.
 
-The executor never trusts a plan: before each round of migrations it reads
+The executor never trusts a plan: before it starts a migration it reads
 the cloud again and re-checks every move with the planner's own filters
 (server still on the planned source, ACTIVE, idle, outside its cooldown;
 destination still enabled, up and with room; the move still lowers the
@@ -97,37 +97,58 @@ class Executor:
         self.wall = wall
 
     def run(self, moves, snapshot=None):
-        """A Result per move, in plan order. snapshot: the state just read."""
+        """A Result per move, in plan order. snapshot: the state just read.
+
+        A move starts as soon as a slot is free, not when a whole round has
+        ended: every start re-reads the cloud and re-checks the move.
+        """
         moves = list(moves)
         results = {}
         pending = list(moves)
         budget = len(moves) if self.options.batch is None else \
             self.options.batch
         started = 0
+        running = {}  # move -> _Watch
+        stopped = False
+        look = True  # something changed since the cloud was last read
         self.error = None  # why the run stopped early, if it did
-        while pending and started < budget:
-            if snapshot is None:
-                try:
-                    snapshot = self.actions.snapshot()
-                except ActionError as exc:
-                    self.error = 'cannot read the cloud: %s' % exc
-                    break
-            chosen = self._round(pending, snapshot, results,
-                                 budget - started)
-            snapshot = None  # the next round reads the cloud again
-            if not chosen:
-                continue
-            started += len(chosen)
-            if self.options.dry_run:
+        while True:
+            if (look and not stopped and pending and started < budget
+                    and len(running) < self.options.max_parallel
+                    and all(m.wave == pending[0].wave for m in running)):
+                if snapshot is None:
+                    try:
+                        snapshot = self.actions.snapshot()
+                    except ActionError as exc:
+                        self.error = 'cannot read the cloud: %s' % exc
+                        stopped = True
+                        continue
+                chosen = self._round(pending, snapshot, results,
+                                     budget - started, list(running))
+                snapshot = None  # the next start reads the cloud again
+                started += len(chosen)
+                # Nothing chosen while moves run: wait for one to end.
+                look = not running
                 for move in chosen:
-                    results[move] = Result(move, DRY_RUN,
-                                           're-checked against the cloud')
-                    self.journal('would-run', **_move_fields(move))
+                    if self.options.dry_run:
+                        results[move] = Result(move, DRY_RUN,
+                                               're-checked against the cloud')
+                        self.journal('would-run', **_move_fields(move))
+                        continue
+                    watch = self._start(move, results, running, len(moves))
+                    if watch:
+                        running[move] = watch
+                    elif self.options.stop_on_error:
+                        stopped = True
                 continue
-            self._migrate(chosen, results, len(moves))
-            if self.options.stop_on_error and any(
-                    results[m].status in PROBLEMS for m in chosen):
+            if not running:
                 break
+            self.sleep(self.options.poll_interval)
+            for move in self._settle(running, results, len(moves)):
+                look = True
+                if self.options.stop_on_error and \
+                        results[move].status in PROBLEMS:
+                    stopped = True
         for move in pending:
             why = (self.error if self.error else
                    'the batch limit of %d was reached' % budget
@@ -136,26 +157,29 @@ class Executor:
             self.journal('not-started', reason=why, **_move_fields(move))
         return [results[m] for m in moves]
 
-    def _round(self, pending, snapshot, results, room):
-        """Moves to start together; stale ones are skipped on the way.
+    def _round(self, pending, snapshot, results, room, running):
+        """Moves to start now; stale ones are skipped on the way.
 
         Only moves of the first pending wave go together (later waves may
         need room that earlier ones free). No hypervisor is a destination
-        twice, nor both a source and a destination, in one round; a
-        dry run takes every move in turn, checked against the state after
-        the ones before.
+        twice, nor both a source and a destination, among the running and
+        the chosen moves; a dry run takes every move in turn, checked
+        against the state after the ones before.
         """
         rules = filters.Rules(snapshot, self.planner_options)
         state = state_mod.new_state(snapshot, self.planner_options.weights)
         wave = pending[0].wave
         parallel = len(pending) if self.options.dry_run else \
-            self.options.max_parallel
+            self.options.max_parallel - len(running)
         sources, destinations = {}, set()
+        for move in running:
+            sources[move.source] = sources.get(move.source, 0) + 1
+            destinations.add(move.destination)
         chosen = []
         for move in list(pending):
             if len(chosen) >= min(parallel, room):
                 break
-            if chosen and not self.options.dry_run and (
+            if (chosen or running) and not self.options.dry_run and (
                     move.wave != wave
                     or sources.get(move.source, 0) >= self.options.per_source
                     or move.source in destinations
@@ -175,45 +199,48 @@ class Executor:
             destinations.add(move.destination)
         return chosen
 
-    def _migrate(self, moves, results, total):
-        running = {}
-        for move in moves:
-            since = self.wall()
-            number = len(results) + len(running) + 1
-            self.journal('migrate', destination_host=move.destination_host,
-                         **_move_fields(move))
-            try:
-                if self._cold(move):
-                    self.actions.cold_migrate(move.server_id,
-                                              move.destination_host)
-                else:
-                    self.actions.live_migrate(move.server_id,
-                                              move.destination_host)
-            except ActionError as exc:
-                results[move] = Result(move, FAILED, str(exc), 0.0)
-                self.journal('failed', reason=str(exc), **_move_fields(move))
-                self.progress('[%d/%d] %s: failed, %s' % (
-                    number, total, _label(move), exc))
+    def _start(self, move, results, running, total):
+        """Ask Nova for the migration: its _Watch, or None if refused."""
+        since = self.wall()
+        number = len(results) + len(running) + 1
+        self.journal('migrate', destination_host=move.destination_host,
+                     **_move_fields(move))
+        try:
+            if self._cold(move):
+                self.actions.cold_migrate(move.server_id,
+                                          move.destination_host)
+            else:
+                self.actions.live_migrate(move.server_id,
+                                          move.destination_host)
+        except ActionError as exc:
+            results[move] = Result(move, FAILED, str(exc), 0.0)
+            self.journal('failed', reason=str(exc), **_move_fields(move))
+            self.progress('[%d/%d] %s: failed, %s' % (
+                number, total, _label(move), exc))
+            return None
+        self.progress('[%d/%d] %s: migrating' % (number, total,
+                                                 _label(move)))
+        return _Watch(number, since, self.clock())
+
+    def _settle(self, running, results, total):
+        """Poll the running moves once; the ones that ended."""
+        ended = []
+        for move, watch in list(running.items()):
+            result = self._check(move, watch)
+            if result is None:
                 continue
-            self.progress('[%d/%d] %s: migrating' % (number, total,
-                                                     _label(move)))
-            running[move] = _Watch(number, since, self.clock())
-        while running:
-            self.sleep(self.options.poll_interval)
-            for move, watch in list(running.items()):
-                result = self._check(move, watch)
-                if result is None:
-                    continue
-                del running[move]
-                results[move] = result
-                self.journal(result.status, reason=result.reason,
-                             duration=round(result.duration, 1),
-                             migration_id=result.migration_id,
-                             **_move_fields(move))
-                self.progress('[%d/%d] %s: %s in %.0f s%s' % (
-                    watch.number, total, _label(move), result.status,
-                    result.duration, ', ' + result.reason
-                    if result.status != DONE else ''))
+            del running[move]
+            ended.append(move)
+            results[move] = result
+            self.journal(result.status, reason=result.reason,
+                         duration=round(result.duration, 1),
+                         migration_id=result.migration_id,
+                         **_move_fields(move))
+            self.progress('[%d/%d] %s: %s in %.0f s%s' % (
+                watch.number, total, _label(move), result.status,
+                result.duration, ', ' + result.reason
+                if result.status != DONE else ''))
+        return ended
 
     def _cold(self, move):
         return self.kinds.get(move.server_id) == 'cold'

@@ -17,7 +17,8 @@ class FakeNova:
     """Live migrations that take `polls` looks to finish, or misbehave.
 
     behaviour[destination] is one of: ok, fail (Nova rolls back: migration
-    error, server ACTIVE on its source), hang (never ends; an abort cancels
+    error, server ACTIVE on its source), slow (takes five times longer),
+    hang (never ends; an abort cancels
     it), stuck (never ends, cannot be aborted), refuse (the API call fails),
     vanish (the server is deleted while it migrates), lie (the migration
     says completed but the server stayed on its source).
@@ -31,6 +32,7 @@ class FakeNova:
         self.behaviour = {}
         self.running = {}  # server id -> [migration, polls left, destination]
         self.calls = []
+        self.started = []  # (server id, ids already migrating)
         self.peak = 0
         self.peak_per_host = 0
         self.snapshots = 0
@@ -53,7 +55,9 @@ class FakeNova:
                      'dest_compute': host, 'created_at': b.TAKEN_AT}
         self.migrations.append(migration)
         server['task_state'] = 'migrating'
-        self.running[server_id] = [migration, self.polls, host]
+        self.started.append((server_id, sorted(self.running)))
+        self.running[server_id] = [migration, self.polls * (
+            5 if self.behaviour.get(host) == 'slow' else 1), host]
         self.peak = max(self.peak, len(self.running))
         for role in (1, 2):
             hosts = [r[0]['source_compute' if role == 1 else 'dest_compute']
@@ -222,6 +226,19 @@ class TestSuccess(ExecutorTest):
             self.assertEqual({executor.DONE}, set(self.statuses(results)))
             self.assertEqual(parallel, self.nova.peak)
             self.assertEqual(1, self.nova.peak_per_host)
+
+    def test_a_free_slot_starts_the_next_move(self):
+        # Three moves out of one host (a drain), two at a time: the third
+        # starts when the quick one ends, not after the slow one.
+        moves = [dataclasses.replace(m, wave=1) for m in self.plan.moves[:3]]
+        reads = self.nova.snapshots
+        self.nova.behaviour[moves[0].destination] = 'slow'
+        results = self.run_plan(moves, max_parallel=2, per_source=3)
+        self.assertEqual([executor.DONE] * 3, self.statuses(results))
+        self.assertEqual((moves[2].server_id, [moves[0].server_id]),
+                         self.nova.started[2])
+        self.assertEqual(2, self.nova.peak)
+        self.assertEqual(2, self.nova.snapshots - reads)  # one per start
 
     def test_cold_migration_is_confirmed(self):
         move = self.plan.moves[0]
