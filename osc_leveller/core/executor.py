@@ -28,6 +28,7 @@ SKIPPED = 'skipped'
 TIMED_OUT = 'timed-out'
 ABORTED = 'aborted'
 DRY_RUN = 'would run'
+STARTED = 'started'  # requested, not waited for
 NOT_STARTED = 'not started'
 PROBLEMS = (FAILED, TIMED_OUT, ABORTED)
 
@@ -67,6 +68,7 @@ class ApplyOptions:
     poll_interval: float = 2.0
     stop_on_error: bool = True
     dry_run: bool = False
+    wait: bool = True  # False: start the first moves and return
 
 
 @dataclasses.dataclass
@@ -141,7 +143,7 @@ class Executor:
                     elif self.options.stop_on_error:
                         stopped = True
                 continue
-            if not running:
+            if not running or not self.options.wait:
                 break
             self.sleep(self.options.poll_interval)
             for move in self._settle(running, results, len(moves)):
@@ -149,8 +151,14 @@ class Executor:
                 if self.options.stop_on_error and \
                         results[move].status in PROBLEMS:
                     stopped = True
+        for move, watch in running.items():
+            results[move] = Result(move, STARTED, 'migrating; not waited '
+                                   'for', None)
+            self.journal('started', **_move_fields(move))
         for move in pending:
             why = (self.error if self.error else
+                   'not waited for; run again to continue'
+                   if not self.options.wait else
                    'the batch limit of %d was reached' % budget
                    if started >= budget else 'an earlier move failed')
             results[move] = Result(move, NOT_STARTED, why)

@@ -167,9 +167,13 @@ def apply_options(effective, dry_run, **fields):
     return executor.ApplyOptions(**values)
 
 
-def refuse_if_running(snapshot, options, journal):
-    """Refused when Nova already runs migrations on hypervisors in scope."""
-    running = executor.in_flight(snapshot, options)
+def refuse_if_running(snapshot, options, journal, own=()):
+    """Refused when Nova already runs migrations on hypervisors in scope.
+
+    own: source hosts whose outgoing migrations are this run's business.
+    """
+    running = [m for m in executor.in_flight(snapshot, options)
+               if m.source_compute not in own]
     if running:
         why = '%s already running: %s' % (
             common.plural(len(running), 'migration'), ', '.join(

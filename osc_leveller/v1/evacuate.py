@@ -1,6 +1,7 @@
 """openstack leveller evacuate"""
 
 import datetime
+import time
 
 from osc_lib import exceptions
 
@@ -64,6 +65,15 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
         apply_cmd.add_run_options(
             parser, 'Show where every server would go, and what stays; '
                     'change nothing')
+        wait = parser.add_mutually_exclusive_group()
+        wait.add_argument(
+            '--wait', dest='wait', action='store_true', default=True,
+            help='Wait until every migration has ended (default)')
+        wait.add_argument(
+            '--no-wait', dest='wait', action='store_false',
+            help='Disable the service, start the first migrations (at most '
+                 '--max-parallel) and return; run the command again without '
+                 'it to continue and wait')
         parser.add_argument(
             '--restore', action='store_true', default=False,
             help='Enable the compute services again instead of draining')
@@ -75,6 +85,10 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
         return parser
 
     def take_action(self, parsed_args):
+        if not parsed_args.wait and parsed_args.cold_migrate_stopped:
+            raise exceptions.CommandError(
+                '--no-wait cannot be used with --cold-migrate-stopped: a '
+                'cold migration is only over once it is confirmed')
         effective = common.settings(parsed_args, self.app)
         return apply_cmd.guarded(
             self.app, effective, lambda actions, journal: _Run(
@@ -123,7 +137,7 @@ class _Run:
             self.actions, options, apply_cmd.apply_options(
                 self.effective, self.args.dry_run, batch=None,
                 per_source=self.effective['apply.max_parallel'],
-                stop_on_error=False),
+                stop_on_error=False, wait=self.args.wait),
             journal=self.journal, progress=self.say, check=check,
             kinds=kinds)
 
@@ -137,7 +151,9 @@ class _Run:
                 raise apply_cmd.Refused(why)
         names = [h.name for h in hosts]
         options = self.options(snapshot)
-        apply_cmd.refuse_if_running(snapshot, options, self.journal)
+        own = {h.host for h in hosts} | set(names)
+        snapshot = self.wait_for_earlier(snapshot, options, own)
+        apply_cmd.refuse_if_running(snapshot, options, self.journal, own)
         cold = self.args.cold_migrate_stopped
         plan = drain.plan_drain(snapshot, names, options, cold)
         self.journal('start', drain=names, dry_run=self.args.dry_run,
@@ -167,18 +183,52 @@ class _Run:
                 move, snap, state, rules, cold), plan.kinds)
         results = runner.run(plan.moves, snapshot=snapshot)
         left = self.left_on(names)
-        if left and not self.args.dry_run:
+        started = [r for r in results if r.status == executor.STARTED]
+        if started:
+            self.say('Started %s out of %s; run "openstack leveller '
+                     'evacuate %s" to continue and wait' % (
+                         common.plural(len(started), 'migration'),
+                         ', '.join(names), ' '.join(self.args.hosts)))
+        elif left and not self.args.dry_run:
             self.say('Not empty: %s' % ', '.join(
                 '%s (%d servers)' % kv for kv in sorted(left.items())))
         elif not self.args.dry_run:
             self.say('Empty: %s' % ', '.join(names))
         problems = [r for r in results if r.status in executor.PROBLEMS]
         self.command.exit_code = (
-            EXIT_LEFT if (left and not self.args.dry_run) or problems
-            or runner.error else EXIT_EMPTY)
+            EXIT_LEFT if (left and not self.args.dry_run and not started)
+            or problems or runner.error else EXIT_EMPTY)
         self.journal('end', exit_code=self.command.exit_code,
                      left=sum(left.values()))
         return COLUMNS, _rows(results, stay_rows)
+
+    def wait_for_earlier(self, snapshot, options, own):
+        """The state once migrations already running out of the hosts end.
+
+        They are an earlier drain's (--no-wait, or interrupted): a drain
+        waits for them instead of refusing, as apply would.
+        """
+        deadline = time.monotonic() + self.effective['apply.timeout']
+        said = False
+        while not self.args.dry_run:
+            running = [m for m in executor.in_flight(snapshot, options)
+                       if m.source_compute in own]
+            if not running:
+                break
+            if time.monotonic() > deadline:
+                why = '%s out of %s still running after %.0f s' % (
+                    common.plural(len(running), 'migration'),
+                    ', '.join(sorted(own)), self.effective['apply.timeout'])
+                self.journal('refused', reason=why)
+                raise apply_cmd.Refused(why)
+            if not said:
+                self.say('Waiting for %s already running out of %s' % (
+                    common.plural(len(running), 'migration'),
+                    ', '.join(sorted({m.source_compute for m in running}))))
+                said = True
+            time.sleep(self.effective['apply.poll_interval'])
+            snapshot = self.read()
+        return snapshot
 
     def left_on(self, names):
         if self.args.dry_run:

@@ -240,6 +240,17 @@ class TestSuccess(ExecutorTest):
         self.assertEqual(2, self.nova.peak)
         self.assertEqual(2, self.nova.snapshots - reads)  # one per start
 
+    def test_no_wait_starts_the_first_moves_and_returns(self):
+        moves = [dataclasses.replace(m, wave=1) for m in self.plan.moves[:3]]
+        results = self.run_plan(moves, max_parallel=2, per_source=3,
+                                wait=False)
+        self.assertEqual([executor.STARTED, executor.STARTED,
+                          executor.NOT_STARTED], self.statuses(results))
+        self.assertIn('run again', results[2].reason)
+        self.assertEqual(0, self.clock.now)  # never polled
+        self.assertEqual(2, len(self.nova.running))
+        self.assertEqual(2, len(self.events('started')))
+
     def test_cold_migration_is_confirmed(self):
         move = self.plan.moves[0]
         self.nova.servers[move.server_id]['status'] = 'SHUTOFF'

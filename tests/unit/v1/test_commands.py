@@ -518,6 +518,41 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual({'would run'}, {r['Status'] for r in rows})
         self.assertEqual([], self.nova.calls)
 
+    def test_no_wait_then_a_second_run_finishes_the_drain(self):
+        code, rows, err = self.evacuate(['hv1', '--no-wait', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        self.assertEqual(['started'] * 2 + ['not started'] * 6,
+                         [r['Status'] for r in rows])
+        self.assertIn('Started 2 migrations out of hv1; run "openstack '
+                      'leveller evacuate hv1" to continue and wait', err)
+        self.assertEqual(2, len(self.nova.running))
+        self.assertEqual('disabled', self.nova.hyps[0]['service']['status'])
+        # Time passing lets Nova finish what the first run started.
+        ticks = mock.patch.object(evacuate_cmd.time, 'sleep', lambda s: [
+            self.nova.server(i) for i in list(self.nova.running)])
+        with ticks:
+            code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        self.assertIn('Waiting for 2 migrations already running out of hv1',
+                      err)
+        self.assertEqual(['done'] * 6, [r['Status'] for r in rows])
+        self.assertNotIn('hv1', {s['hypervisor']
+                                 for s in self.nova.servers.values()})
+
+    def test_another_hosts_migration_still_refuses(self):
+        self.nova.live_migrate('id-web0', 'hv2')
+        self.nova.servers['id-web0']['hypervisor'] = 'hv3'  # out of hv3
+        self.nova.migrations[-1]['source_compute'] = 'hv3'
+        code, rows, err = self.evacuate(['hv1'])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('1 migration already running', err)
+
+    def test_no_wait_cannot_cold_migrate(self):
+        self.assert_command_error(
+            evacuate_cmd.EvacuateLeveller,
+            ['hv1', '--no-wait', '--cold-migrate-stopped'],
+            '--no-wait cannot be used with --cold-migrate-stopped')
+
     def test_refusals_before_anything_moves(self):
         self.nova.hyps[0]['service'] = {'status': 'enabled', 'state': 'down'}
         code, rows, err = self.evacuate(['hv1'])
