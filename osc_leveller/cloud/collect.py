@@ -27,6 +27,7 @@ PLACEMENT_MIN = '1.14'  # root and parent provider uuids
 ALLOCATIONS_VERSION = '1.28'
 GROUP_PAGE = 1000
 WORKERS = 16
+READ_RETRIES = 2  # connection failures on a GET before giving up
 
 
 class CollectError(Exception):
@@ -38,7 +39,9 @@ def _iso(moment):
 
 
 def _get(proxy, url, **kwargs):
-    response = proxy.get(url, **kwargs)
+    # A GET is safe to send again when a pooled keep-alive connection was
+    # closed under it ("Remote end closed connection without response").
+    response = proxy.get(url, connect_retries=READ_RETRIES, **kwargs)
     sdk_exc.raise_from_response(response)
     return response.json()
 

@@ -261,8 +261,14 @@ class _Run:
             return COLUMNS, []
         # The history comes from the first read; the executor reads the
         # cloud again (services now enabled) before it moves anything.
-        runner = self.executor(self.options(snapshot), drain.stale)
-        results = runner.run(back_moves(snapshot, hosts))
+        cold = self.args.cold_migrate_stopped
+        moves = back_moves(snapshot, hosts)
+        kinds = {m.server_id: drain.COLD for m in moves
+                 if snapshot.server(m.server_id).status in drain.STOPPED}
+        runner = self.executor(
+            self.options(snapshot), lambda move, snap, state, rules:
+            drain.stale(move, snap, state, rules, cold), kinds)
+        results = runner.run(moves)
         problems = [r for r in results if r.status in executor.PROBLEMS]
         self.command.exit_code = EXIT_LEFT if problems or runner.error \
             else EXIT_EMPTY
@@ -273,7 +279,8 @@ def back_moves(snapshot, hosts):
     """Moves returning servers whose last migration left one of the hosts.
 
     Nova's migration history is the record: a server qualifies if its newest
-    completed live migration came from the host and it has not moved since.
+    completed migration (live, or cold and confirmed) came from the host and
+    it has not moved since.
     """
     names = {h.host: h for h in hosts}
     last = {}

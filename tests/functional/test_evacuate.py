@@ -37,11 +37,31 @@ class TestEvacuate(test_apply.ApplyTestCase):
         service = base.openstack('compute', 'service', 'list', '--host',
                                  'hv01', '--service', 'nova-compute')[0]
         self.assertEqual('enabled', service['Status'])
+        # hv05's Icelake twin hv06 would be alone (and db-1 cannot join
+        # db-2 there): N+1 is lost. Warned, or refused on request.
+        code, rows, err = self.evacuate('hv05', '--allow-partial',
+                                        '--dry-run')
+        self.assertEqual(0, code, err)
+        self.assertIn('no N+1 headroom', err)
+        self.assertIn('anti-affinity', {r['Server']: r['Reason']
+                                        for r in rows}['db-1'])
+        code, rows, err = self.evacuate('hv05', '--allow-partial',
+                                        '--keep-n-plus-one')
+        self.assertEqual(4, code, err)
+        self.assertIn('no N+1 headroom', err)
+        self.assertEqual(before, hosts())
 
     def test_2_drain_then_restore(self):
         self.addCleanup(base.openstack, 'compute', 'service', 'set',
                         '--enable', 'hv01', 'nova-compute', parse=False,
                         check=False)
+        # Started without waiting, then finished by a second run.
+        code, rows, err = self.evacuate('hv01', '--no-wait',
+                                        '--reason', 'disk swap')
+        self.assertEqual(0, code, err)
+        started = {r['Server'] for r in rows if r['Status'] == 'started'}
+        self.assertEqual(2, len(started), rows)
+        self.assertIn('to continue and wait', err)
         code, rows, err = self.evacuate('hv01', '--cold-migrate-stopped',
                                         '--reason', 'disk swap')
         statuses = {r['Server']: r['Status'] for r in rows}
@@ -50,8 +70,9 @@ class TestEvacuate(test_apply.ApplyTestCase):
         self.assertEqual(['locked-1'], on_hv01, rows)
         self.assertEqual(3, code, err)  # locked-1 stays: not empty
         self.assertEqual('stays', statuses['locked-1'])
-        for name in ('app-1', 'app-2', 'app-3', 'app-4', 'web-1', 'paused-1',
-                     'shutoff-1'):
+        self.assertFalse(started & set(statuses), rows)
+        for name in {'app-1', 'app-2', 'app-3', 'app-4', 'web-1', 'paused-1',
+                     'shutoff-1'} - started:
             self.assertEqual('done', statuses[name], rows)
         self.assertNotEqual('hv02', after['web-1'])  # anti-affinity kept
         self.assertEqual('PAUSED', base.openstack(
@@ -68,11 +89,14 @@ class TestEvacuate(test_apply.ApplyTestCase):
         self.assertEqual('disk swap', service['Disabled Reason'])
         self.assertIn('Not empty: hv01 (1 servers)', err)
 
-        code, rows, err = self.evacuate('hv01', '--restore', '--move-back')
+        code, rows, err = self.evacuate('hv01', '--restore', '--move-back',
+                                        '--cold-migrate-stopped')
         self.assertEqual(0, code, err)
         back = {r['Server'] for r in rows if r['Status'] == 'done'}
         self.assertTrue({'app-1', 'app-2', 'app-3', 'app-4', 'web-1',
-                         'paused-1'} <= back, rows)
+                         'paused-1', 'shutoff-1'} <= back, rows)
+        self.assertEqual('SHUTOFF', base.openstack(
+            'server', 'show', 'shutoff-1')['status'])
         restored = hosts()
         for name in back:
             self.assertEqual('hv01', restored[name])

@@ -33,6 +33,7 @@ class FakeNova:
         self.running = {}  # server id -> [migration, polls left, destination]
         self.calls = []
         self.started = []  # (server id, ids already migrating)
+        self.confirming = {}  # server id -> polls until it is SHUTOFF
         self.peak = 0
         self.peak_per_host = 0
         self.snapshots = 0
@@ -82,7 +83,7 @@ class FakeNova:
         assert server['status'] == 'VERIFY_RESIZE'
         # Like Nova: the migration says confirmed first, the server leaves
         # VERIFY_RESIZE a poll later.
-        server['confirm_lag'] = self.polls
+        self.confirming[server_id] = self.polls
         migration = [m for m in self.migrations
                      if m['server_id'] == server_id][-1]
         migration['status'] = 'confirmed'
@@ -122,10 +123,10 @@ class FakeNova:
         server = self.servers.get(server_id)
         if server is None:
             return None
-        if 'confirm_lag' in server:
-            server['confirm_lag'] -= 1
-            if server['confirm_lag'] < 0:
-                del server['confirm_lag']
+        if server_id in self.confirming:
+            self.confirming[server_id] -= 1
+            if self.confirming[server_id] < 0:
+                del self.confirming[server_id]
                 server['status'] = 'SHUTOFF'
         return executor.ServerView(
             status=server['status'], task_state=server.get('task_state'),

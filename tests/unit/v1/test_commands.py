@@ -583,6 +583,27 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual(0, code)
         self.assertIn('Warning: after this drain az1/Gen1 has no N+1', err)
 
+    def test_restore_moves_stopped_servers_back_cold(self):
+        self.nova.servers['id-web0']['status'] = 'SHUTOFF'
+        code, rows, err = self.evacuate(['hv1', '--cold-migrate-stopped',
+                                         '-f', 'json'])
+        self.assertEqual(0, code, err)
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
+                                         '-f', 'json'])
+        self.assertEqual(0, code, err)  # restored; the stopped one skipped
+        back = {r['Server']: r for r in rows}
+        self.assertEqual('skipped', back['web0']['Status'])
+        self.assertIn('--cold-migrate-stopped', back['web0']['Reason'])
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
+                                         '--cold-migrate-stopped', '-f',
+                                         'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual([('web0', 'done')], [(r['Server'], r['Status'])
+                                              for r in rows])
+        self.assertEqual('hv1', self.nova.servers['id-web0']['hypervisor'])
+        self.assertEqual('SHUTOFF', self.nova.servers['id-web0']['status'])
+        self.assertEqual(2, self.nova.calls.count(('confirm', 'id-web0')))
+
     def test_restore_moves_servers_back(self):
         code, rows, err = self.evacuate(['hv1', '-f', 'json'])
         self.assertEqual(0, code, err)
