@@ -69,6 +69,9 @@ class ApplyOptions:
     stop_on_error: bool = True
     dry_run: bool = False
     wait: bool = True  # False: start the first moves and return
+    # A later plan wave may need room an earlier one frees, so it waits for
+    # it; a drain's moves only add to their destinations and need no order.
+    waves: bool = True
 
 
 @dataclasses.dataclass
@@ -117,7 +120,8 @@ class Executor:
         while True:
             if (look and not stopped and pending and started < budget
                     and len(running) < self.options.max_parallel
-                    and all(m.wave == pending[0].wave for m in running)):
+                    and (not self.options.waves or all(
+                        m.wave == pending[0].wave for m in running))):
                 if snapshot is None:
                     try:
                         snapshot = self.actions.snapshot()
@@ -188,7 +192,7 @@ class Executor:
             if len(chosen) >= min(parallel, room):
                 break
             if (chosen or running) and not self.options.dry_run and (
-                    move.wave != wave
+                    (self.options.waves and move.wave != wave)
                     or sources.get(move.source, 0) >= self.options.per_source
                     or move.source in destinations
                     or move.destination in destinations

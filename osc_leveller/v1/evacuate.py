@@ -131,13 +131,14 @@ class _Run:
                                       self.command.app)
 
     def executor(self, options, check, kinds=None):
-        # A drain empties one host: many moves out of it at once, and one
-        # failure does not stop the others.
+        # A drain empties one host: many moves out of it at once, in any
+        # order (each only adds to its destination), and one failure does
+        # not stop the others.
         return executor.Executor(
             self.actions, options, apply_cmd.apply_options(
                 self.effective, self.args.dry_run, batch=None,
                 per_source=self.effective['apply.max_parallel'],
-                stop_on_error=False, wait=self.args.wait),
+                stop_on_error=False, wait=self.args.wait, waves=False),
             journal=self.journal, progress=self.say, check=check,
             kinds=kinds)
 

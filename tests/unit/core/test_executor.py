@@ -241,6 +241,23 @@ class TestSuccess(ExecutorTest):
         self.assertEqual(2, self.nova.peak)
         self.assertEqual(2, self.nova.snapshots - reads)  # one per start
 
+    def test_without_waves_a_free_destination_does_not_wait(self):
+        # A drain: hv2 takes two servers (waves 1 and 2), hv3 one. While
+        # the slow move into hv3 runs, hv2's second move follows its first.
+        moves = [dataclasses.replace(m, wave=w) for m, w in zip(
+            self.plan.moves[:2], (1, 1))]
+        moves.append(dataclasses.replace(
+            self.plan.moves[3], destination=moves[0].destination,
+            destination_host=moves[0].destination_host, wave=2))
+        for waves, before in ((True, []), (False, [moves[1].server_id])):
+            self.nova = FakeNova(self.hyps, self.servers)
+            self.nova.behaviour[moves[1].destination] = 'slow'
+            results = self.run_plan(moves, max_parallel=2, per_source=3,
+                                    waves=waves)
+            self.assertEqual([executor.DONE] * 3, self.statuses(results))
+            self.assertEqual((moves[2].server_id, before),
+                             self.nova.started[2], waves)
+
     def test_no_wait_starts_the_first_moves_and_returns(self):
         moves = [dataclasses.replace(m, wave=1) for m in self.plan.moves[:3]]
         results = self.run_plan(moves, max_parallel=2, per_source=3,
