@@ -25,6 +25,11 @@ def to_snapshot_document(cluster, origin):
     """A snapshot document without its "format"; ValidationError if bad."""
     validation.validate(cluster, validation.load_schema('watcher-cluster'))
     names = {h['name'] for h in cluster['hypervisors']}
+    groups = cluster.get('server_groups', [])
+    member_of = {}
+    for group in groups:
+        for member in group['members']:
+            member_of.setdefault(member, []).append(group['id'])
     load = {name: [0.0, 0.0] for name in names}
     servers = []
     for index, s in enumerate(cluster['servers']):
@@ -47,6 +52,7 @@ def to_snapshot_document(cluster, origin):
             'boot_from_volume': False,
             'metadata': dict(s.get('metadata') or {}),
             'usage': {'cpu': cpu, 'ram': ram},
+            'server_groups': member_of.get(s['id'], []),
         })
     return {
         'taken_at': '1970-01-01T00:00:00Z',
@@ -54,6 +60,9 @@ def to_snapshot_document(cluster, origin):
         'hypervisors': [_hypervisor(h, load[h['name']])
                         for h in cluster['hypervisors']],
         'servers': servers,
+        'server_groups': [{'id': g['id'], 'name': g.get('name') or '',
+                           'policy': g['policy'], 'members': g['members']}
+                          for g in groups],
     }
 
 

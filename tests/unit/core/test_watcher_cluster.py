@@ -3,7 +3,9 @@ import os
 import tempfile
 import unittest
 
+from osc_leveller.core import filters
 from osc_leveller.core import model
+from osc_leveller.core import options as opts
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import state as state_mod
 
@@ -47,6 +49,24 @@ class TestWatcherCluster(unittest.TestCase):
         self.assertEqual('vm1', vm1.name)
         self.assertEqual('u2', snap.server('u2').name)
         self.assertEqual('watcher-cluster', snap.source['kind'])
+
+    def test_server_groups_reach_the_filters(self):
+        cluster = json.loads(json.dumps(CLUSTER))
+        cluster['hypervisors'][1]['status'] = 'enabled'
+        cluster['servers'].append({'id': 'u3', 'host': 'cn2', 'vcpus': 1,
+                                   'memory_mb': 1024})
+        cluster['server_groups'] = [{'id': 'g1', 'name': 'web',
+                                     'policy': 'anti-affinity',
+                                     'members': ['u1', 'u3']}]
+        snap = snapshot_io.parse(cluster)
+        self.assertEqual(('g1',), tuple(snap.server('u1').server_groups))
+        rules = filters.Rules(snap, opts.PlannerOptions())
+        state = state_mod.new_state(snap)
+        self.assertIn('anti-affinity', filters.why_not(
+            snap.server('u1'), snap.hypervisor('cn2'), state, rules))
+        cluster['server_groups'][0]['policy'] = 'sideways'
+        with self.assertRaises(snapshot_io.SnapshotError):
+            snapshot_io.parse(cluster)
 
     def test_scores_follow_the_cluster_utilisation(self):
         snap = snapshot_io.parse(json.loads(json.dumps(CLUSTER)))
