@@ -187,22 +187,43 @@ class Planner:
         return None
 
     def _search(self, domain, scores, sources, dests):
+        # The inner loop runs for every (server, destination) pair of the
+        # hottest hosts after every move: it inlines LoadModel.delta and
+        # _Domain.gain (same arithmetic, same order, so the same figures).
         options = self.options
+        min_gain = max(options.min_gain, 1e-12)
+        hosts = self.model.hosts
+        metrics = scoring.METRICS
+        n, total = len(domain.hosts), domain.total
+        targets = [(dst, scores[dst], hosts[dst].cpu_coef,
+                    hosts[dst].ram_coef, hosts[dst].mode == metrics)
+                   for dst in dests]
+        moved = self.state.moved
+        loads = self.model.servers
         candidates = []
         for src in sources:
             s_src = scores[src]
             for sid in self.movable[src]:
-                if sid in self.state.moved:
+                if sid in moved:
                     continue
                 a = self.model.delta(sid, src)
                 cost = self.snapshot.server(sid).ram_gb + options.move_cost_gb
-                for dst in dests:
+                load = loads[sid]
+                fixed = -2 * a * s_src + a * a
+                for dst, s_dst, cpu_coef, ram_coef, measured in targets:
                     if dst == src:
                         continue
-                    b = self.model.delta(sid, dst)
-                    gain = domain.gain(s_src, a, scores[dst], b)
-                    if gain > options.min_gain and gain > 1e-12:
-                        candidates.append((-gain / cost, sid, dst, src, gain))
+                    if measured:
+                        b = cpu_coef * load.cores + ram_coef * load.ram_mb
+                    else:
+                        b = cpu_coef * load.vcpus + ram_coef * \
+                            load.alloc_ram_mb
+                    d_total = b - a
+                    gain = -(fixed + 2 * b * s_dst + b * b - (
+                        2 * total * d_total + d_total ** 2) / n)
+                    if gain > min_gain:
+                        candidates.append((-gain / cost, sid, dst, src,
+                                           gain))
         candidates.sort()
         rejected = {}
         for neg_value, sid, dst, src, gain in candidates:
