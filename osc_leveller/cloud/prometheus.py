@@ -33,6 +33,7 @@ SERVER_QUERIES = {
            '(libvirt_domain_info_maximum_memory_bytes)',
 }
 HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
+RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
 
 
 class PrometheusError(Exception):
@@ -191,10 +192,11 @@ class Reader:
                 if host is None or host in seen:
                     continue
                 seen.add(host)
-                if math.isnan(value) or not 0.0 <= value <= 1.0:
+                fraction = _fraction(value)
+                if fraction is None:
                     problems.setdefault(host, '%s is %s, outside 0..1' % (
                         metric, value))
-                values[host][metric] = value
+                values[host][metric] = fraction
             for host in hypervisors:
                 if host not in seen and metric in HOST_METRICS:
                     problems.setdefault(host, 'no %s series' % metric)
@@ -215,9 +217,22 @@ class Reader:
         for metric, template in self.server_queries.items():
             for labels, value in self.client.query(self._render(template)):
                 uuid = labels.get('uuid')
-                if uuid and not math.isnan(value) and 0.0 <= value <= 1.0:
-                    result.setdefault(uuid, {})[metric] = value
+                fraction = _fraction(value)
+                if uuid and fraction is not None:
+                    result.setdefault(uuid, {})[metric] = fraction
         return result
+
+
+def _fraction(value):
+    """The value as a fraction 0..1, or None if it is not one.
+
+    rate() extrapolates to the edges of its window, so a saturated counter
+    (a CPU always busy, a task always stalled) reads a little above 1:
+    that is 1, not a broken exporter.
+    """
+    if math.isnan(value) or not -RATE_SLACK <= value <= 1.0 + RATE_SLACK:
+        return None
+    return min(1.0, max(0.0, value))
 
 
 PROFILES = {
