@@ -17,6 +17,16 @@ DESTINATIONS = ('hv02', 'hv03', 'hv04')
 class ApplyTestCase(base.DevcloudTestCase):
     SCENARIO = 'hot-host'
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # Right after a load the host series lag the new servers (the rate
+        # window is 30 s): wait until the leveller itself sees hv01 hot.
+        base.wait_for(lambda: base.openstack('leveller', 'plan',
+                                             '--max-moves', '1'),
+                      120, interval=5, message='a plan with a move on the '
+                      'freshly loaded hot-host scenario')
+
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.TemporaryDirectory()
