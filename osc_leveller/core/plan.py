@@ -14,6 +14,8 @@ from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import validation
 
 FORMAT = 'osc-leveller-plan/1'
+BALANCE = 'balance'  # moves that even out the load; each server moves once
+PLACEMENT = 'placement'  # a path to a target placement; may park servers
 
 
 class PlanError(ValueError):
@@ -49,6 +51,7 @@ class Plan:
     options: dict
     created_at: float
     note: str = ''  # why the plan is empty, when it is
+    kind: str = BALANCE
 
     @property
     def migrated_gb(self):
@@ -92,6 +95,7 @@ def fingerprint(snap):
 def to_document(plan):
     return {
         'format': FORMAT,
+        'kind': plan.kind,
         'created_at': snapshot_io.format_time(plan.created_at),
         'snapshot': {
             'taken_at': snapshot_io.format_time(plan.snapshot_taken_at),
@@ -119,13 +123,8 @@ def from_document(document, origin='plan'):
     try:
         validation.validate(document, validation.load_schema('plan-v1'))
         moves = tuple(_move(m) for m in document['moves'])
-        seen = set()
-        for index, move in enumerate(moves):
-            if move.server_id in seen:
-                raise validation.ValidationError(
-                    'moves[%d].server_id' % index,
-                    'server %s is moved twice' % move.server_id)
-            seen.add(move.server_id)
+        kind = document.get('kind', BALANCE)
+        _check_chains(moves, kind)
         snap = document['snapshot']
         return Plan(
             moves=moves,
@@ -139,9 +138,33 @@ def from_document(document, origin='plan'):
             options=document.get('options', {}),
             created_at=snapshot_io.parse_time(
                 document['created_at'], 'created_at'),
-            note=document.get('note', ''))
+            note=document.get('note', ''),
+            kind=kind)
     except validation.ValidationError as exc:
         raise PlanError('%s: %s' % (origin, exc)) from exc
+
+
+def _check_chains(moves, kind):
+    """A balancing plan moves a server once; a placement plan may move it
+    again, but only on from where its previous move took it."""
+    last = {}
+    for index, move in enumerate(moves):
+        before = last.get(move.server_id)
+        if before is not None and kind != PLACEMENT:
+            raise validation.ValidationError(
+                'moves[%d].server_id' % index,
+                'server %s is moved twice' % move.server_id)
+        if before is not None and before.destination != move.source:
+            raise validation.ValidationError(
+                'moves[%d].source' % index,
+                'server %s is on %s after its previous move, not on %s' % (
+                    move.server_id, before.destination, move.source))
+        if before is not None and before.wave >= move.wave:
+            raise validation.ValidationError(
+                'moves[%d].wave' % index,
+                'server %s moves again in wave %d, not after its previous '
+                'move (wave %d)' % (move.server_id, move.wave, before.wave))
+        last[move.server_id] = move
 
 
 def _move(doc):

@@ -122,7 +122,7 @@ class Planner:
             fingerprint=plan_mod.fingerprint(self.snapshot),
             snapshot_taken_at=self.snapshot.taken_at,
             snapshot_source=dict(self.snapshot.source),
-            options=_options_doc(self.options),
+            options=options_doc(self.options),
             created_at=started,
             note=self._note(before, active, moves))
 
@@ -305,7 +305,7 @@ def _describe(server, load_model):
     return text
 
 
-def _options_doc(options):
+def options_doc(options):
     return {
         'weights': dict(options.weights),
         'threshold': options.threshold,

@@ -40,6 +40,18 @@ class State:
         cpu, ram = self._load[hypervisor_name]
         return self.load_model.dimensions(hypervisor_name, cpu, ram)
 
+    def copy(self):
+        """An independent State with the same moves applied."""
+        other = State.__new__(State)
+        other.snapshot = self.snapshot
+        other.load_model = self.load_model
+        other._host_of = dict(self._host_of)
+        other._usage = {name: collections.Counter(usage)
+                        for name, usage in self._usage.items()}
+        other._load = {name: list(load) for name, load in self._load.items()}
+        other.moved = set(self.moved)
+        return other
+
     def apply(self, server_id, destination):
         """Record a live migration of the server to the destination."""
         server = self.snapshot.server(server_id)

@@ -8,6 +8,7 @@ from osc_lib.command import command
 from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import executor
+from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
@@ -113,7 +114,10 @@ class ApplyLeveller(command.Lister):
                 'checked again before it runs')
         runner = executor.Executor(
             actions, options, apply_options(effective, parsed_args.dry_run),
-            journal=journal, progress=say)
+            journal=journal, progress=say,
+            # An operator's target placement is not balancing: no cooldown,
+            # no "still evens out the load"; Nova's own limits still hold.
+            check=paths.stale if plan.kind == plan_mod.PLACEMENT else None)
         try:
             results = runner.run(plan.moves, snapshot=snapshot)
         except KeyboardInterrupt:

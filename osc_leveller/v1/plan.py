@@ -2,9 +2,11 @@
 
 import time
 
+import yaml
 from osc_lib import exceptions
 from osc_lib.command import command
 
+from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import columns
@@ -31,6 +33,13 @@ class PlanLeveller(command.Lister):
             '--output-file', metavar='<file>',
             help='Save the plan to this file (format osc-leveller-plan/1)')
         parser.add_argument(
+            '--target-placement', metavar='<file>',
+            help='Instead of balancing, plan the live migrations that take '
+                 'servers to the hypervisors this YAML or JSON file names '
+                 '("server: hypervisor" per line, names or IDs), parking '
+                 'servers on the way where hypervisors are too full to swap '
+                 'directly; every step passes every filter')
+        parser.add_argument(
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
@@ -41,9 +50,16 @@ class PlanLeveller(command.Lister):
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         options = common.planner_options(snapshot, effective, self.app)
         if parsed_args.explain:
+            if parsed_args.target_placement:
+                raise exceptions.CommandError(
+                    '--explain and --target-placement do not go together')
             return self._explain(snapshot, options, parsed_args.explain)
         started = time.monotonic()
-        plan = planner.make_plan(snapshot, options)
+        if parsed_args.target_placement:
+            plan = _placement_plan(snapshot, options,
+                                   parsed_args.target_placement)
+        else:
+            plan = planner.make_plan(snapshot, options)
         elapsed = time.monotonic() - started
         if parsed_args.output_file:
             try:
@@ -74,6 +90,24 @@ class PlanLeveller(command.Lister):
             for name, domain, score, verdict, reason in rows]
 
 
+def _placement_plan(snapshot, options, path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            document = yaml.safe_load(f)
+    except OSError as exc:
+        raise exceptions.CommandError('--target-placement %s: cannot read '
+                                      'it: %s' % (path, exc.strerror or exc))
+    except yaml.YAMLError as exc:
+        raise exceptions.CommandError('--target-placement %s: not valid YAML '
+                                      'or JSON: %s' % (path, exc))
+    try:
+        targets = paths.targets_from(document, snapshot,
+                                     '--target-placement %s' % path)
+        return paths.make_plan(snapshot, targets, options)
+    except paths.PathError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+
+
 def _row(index, move, long):
     row = (index, move.server_name or move.server_id, move.source,
            move.destination, move.wave, round(move.gain, 5), move.reason)
@@ -92,6 +126,14 @@ def _summary(plan, elapsed, output_file):
         return 'Nothing to do: %s (imbalance %.3f)%s' % (
             plan.note, plan.imbalance_before, saved)
     waves = max(m.wave for m in plan.moves)
+    if plan.kind == plan_mod.PLACEMENT:
+        parked = len(plan.moves) - len({m.server_id for m in plan.moves})
+        return ('Path to the target placement: %s (%d parking) in %s, %.0f '
+                'GiB of RAM; imbalance %.3f -> %.3f; planned in %.2f s%s' % (
+                    common.plural(len(plan.moves), 'live migration'), parked,
+                    common.plural(waves, 'wave'), plan.migrated_gb,
+                    plan.imbalance_before, plan.imbalance_after, elapsed,
+                    saved))
     return ('Plan: %s in %s, %.0f GiB of RAM; '
             'imbalance %.3f -> %.3f; planned in %.2f s%s' % (
                 common.plural(len(plan.moves), 'live migration'),

@@ -10,6 +10,7 @@ from osc_lib.test import base
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
+from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import options as core_options
@@ -241,6 +242,41 @@ class TestPlan(CommandTest):
                                       ['--snapshot', 'demo'] + args, message)
         self.assertRaises(base.ParserException, self.run_cmd,
                           plan.PlanLeveller, ['--max-moves', 'many'])
+
+
+class TestTargetPlacement(CommandTest):
+    def test_a_path_saved_as_a_placement_plan(self):
+        path = os.path.join(self.tmp.name, 'plan.json')
+        target = self.write('target.yaml', 'vm-0796: cmp-a02\n'
+                            'vm-0678: cmp-a01.cloud.example.net\n')
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--target-placement', target,
+            '--output-file', path])
+        self.assertEqual({'vm-0796', 'vm-0678'}, {r[1] for r in rows})
+        self.assertTrue(all(r[6].startswith('target placement; ')
+                            for r in rows))
+        saved = plan_mod.read(path)
+        self.assertEqual(plan_mod.PLACEMENT, saved.kind)
+        self.assertIn('Path to the target placement: 2 live migrations (0 '
+                      'parking)', self.app.stderr.getvalue())
+
+    def test_errors(self):
+        good = self.write('good.yaml', 'vm-0796: cmp-a02\n')
+        for content, message in (
+                (None, 'cannot read it: No such file or directory'),
+                ('a: [b', 'not valid YAML or JSON'),
+                ('- vm-0796', 'expected a mapping of server'),
+                ('vm-9999: cmp-a02', 'vm-9999: no such server'),
+                ('vm-0796: cmp-b02', 'the target placement cannot be '
+                 'reached: vm-0796 cannot go to cmp-b02.cloud.example.net: '
+                 'availability zone az2 differs')):
+            path = self.write('t.yaml', content) if content else \
+                os.path.join(self.tmp.name, 'missing.yaml')
+            self.assert_command_error(plan.PlanLeveller, [
+                '--snapshot', 'demo', '--target-placement', path], message)
+        self.assert_command_error(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--target-placement', good, '--explain',
+            'vm-0796'], '--explain and --target-placement do not go together')
 
 
 class TestSnapshot(CommandTest):
@@ -477,6 +513,24 @@ class TestApply(SimulatedNovaTest):
         self.assert_command_error(apply_cmd.ApplyLeveller, [path],
                                   path)
         self.assertEqual([], self.nova.calls)
+
+
+class TestApplyPlacement(SimulatedNovaTest):
+    def test_a_parked_server_moves_on(self):
+        self.nova = test_executor.FakeNova(
+            [b.hypervisor('hv%d' % i, ram_gb=32) for i in (1, 2, 3)],
+            [b.server('a', 'hv1', ram_gb=24), b.server('b', 'hv2', ram_gb=24),
+             b.server('small', 'hv3', ram_gb=4)], polls=1)
+        path = os.path.join(self.tmp.name, 'plan.json')
+        plan_mod.write(paths.make_plan(
+            self.nova.snapshot(), {'id-a': 'hv2', 'id-b': 'hv1'},
+            core_options.PlannerOptions()), path)
+        code, out, err = self.apply([path, '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual([('a', 'hv3', 'done'), ('b', 'hv1', 'done'),
+                          ('a', 'hv2', 'done')],
+                         [(r['Server'], r['Destination'], r['Status'])
+                          for r in json.loads(out)])
 
 
 class TestEvacuate(SimulatedNovaTest):
