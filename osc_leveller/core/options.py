@@ -22,7 +22,7 @@ class PlannerOptions:
     # No destination may be pushed above this score by a move.
     ceiling: float = 0.85
     # Fixed cost of any migration, in GiB of RAM copied: favours fewer moves.
-    move_cost_gb: float = 4.0
+    move_cost_gb: float = 64.0
     cpu_compatibility: str = CPU_MODEL
     include_locked: bool = False
     cooldown_hours: float = 6.0

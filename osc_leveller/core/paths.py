@@ -280,6 +280,7 @@ class _Finder:
         servers = [s.id for s in self.snapshot.servers
                    if state.host_of(s.id) in hosts and
                    not why_not_movable(s, self.rules)]
+        every = len(servers)
         if len(servers) > SEARCH_SERVERS:
             touched = {state.host_of(sid) for sid in left} | \
                 {self._final(sid) for sid in left}
@@ -288,8 +289,7 @@ class _Finder:
         servers.sort()
         if not set(left) <= set(servers):
             return None, 0, False
-        narrowed = len(servers) < sum(
-            1 for s in self.snapshot.servers if state.host_of(s.id) in hosts)
+        narrowed = len(servers) < every
         weight = [self.snapshot.server(sid).ram_gb + STEP for sid in servers]
         start = tuple(state.host_of(sid) for sid in servers)
         goal = tuple(self._final(sid) for sid in servers)

@@ -1,9 +1,10 @@
 """Plan live migrations that lower the imbalance the most per GiB moved.
 
 Greedy best-move search, one balancing domain at a time. Within a domain
-(AZ x CPU class) the objective is the sum of squared deviations of host scores
-from the domain mean (SSE); a move changes exactly two scores by amounts the
-LoadModel knows in advance, so its gain is O(1) to compute. Each step takes,
+(AZ x CPU class) the objective is the sum of squared deviations from the
+domain mean (SSE) of each part of the host score, CPU and RAM; a move changes
+exactly two hosts by amounts the LoadModel knows in advance, so its gain is
+O(1) to compute. Each step takes,
 across domains, the candidate with the best gain / (RAM moved + a fixed
 per-migration cost) that passes every filter against the state left by the
 moves before it, so every intermediate state is valid. Only the domain a move
@@ -26,34 +27,56 @@ FIRST_DESTINATIONS = 12
 
 
 class _Domain:
-    """Running sum and sum of squares of the scores of one domain's hosts."""
+    """Running sums of one domain's host scores, split by dimension.
+
+    A host's score is the sum of its CPU part and its RAM part (see
+    scoring.LoadModel); the planner minimises the SSE of each part, so a host
+    hot on RAM and idle on CPU does not pass for balanced.
+    """
 
     def __init__(self, name, hosts, state):
         self.name = name
         self.hosts = hosts
-        self.total = sum(state.score(h) for h in hosts)
-        self.squares = sum(state.score(h) ** 2 for h in hosts)
+        self.total = [0.0, 0.0]
+        self.squares = [0.0, 0.0]
+        self.cross = 0.0  # sum of cpu part x ram part, for the score's std
+        for h in hosts:
+            self.update((0.0, 0.0), state.parts(h))
         self.best = None  # cached best candidate, None when none is left
 
     def mean(self):
-        return self.total / len(self.hosts)
-
-    def sse(self):
-        return max(0.0, self.squares - self.total ** 2 / len(self.hosts))
+        return sum(self.total) / len(self.hosts)
 
     def std(self):
-        return (self.sse() / len(self.hosts)) ** 0.5
+        """Standard deviation of the host scores (parts summed)."""
+        n = len(self.hosts)
+        total = self.total[0] + self.total[1]
+        squares = self.squares[0] + self.squares[1] + 2 * self.cross
+        return (max(0.0, squares - total ** 2 / n) / n) ** 0.5
 
-    def gain(self, s_src, a, s_dst, b):
-        """SSE reduction when a host at s_src loses a and one at s_dst gains b."""
-        d_squares = -2 * a * s_src + a * a + 2 * b * s_dst + b * b
-        d_total = b - a
-        return -(d_squares - (2 * self.total * d_total + d_total ** 2)
-                 / len(self.hosts))
+    def spread(self, gain=0.0):
+        """sqrt of the parts' SSE per host, after a move of this gain."""
+        n = len(self.hosts)
+        sse = sum(self.squares[i] - self.total[i] ** 2 / n for i in (0, 1))
+        return (max(0.0, sse - gain) / n) ** 0.5
+
+    def gain(self, src, a, dst, b):
+        """Reduction of the parts' SSE when a host with parts src loses
+        parts a and one with parts dst gains parts b."""
+        n = len(self.hosts)
+        result = 0.0
+        for i in (0, 1):
+            d_total = b[i] - a[i]
+            result -= (-2 * a[i] * src[i] + a[i] * a[i] + 2 * b[i] * dst[i]
+                       + b[i] * b[i] - (2 * self.total[i] * d_total
+                                        + d_total ** 2) / n)
+        return result
 
     def update(self, old, new):
-        self.total += new - old
-        self.squares += new * new - old * old
+        for i in (0, 1):
+            self.total[i] += new[i] - old[i]
+            self.squares[i] += new[i] * new[i] - old[i] * old[i]
+        self.cross += new[0] * new[1] - old[0] * old[1]
 
 
 class Planner:
@@ -107,7 +130,10 @@ class Planner:
             domain = max(ready, key=lambda d: (d.best['value'], d.name))
             move = self._apply(domain, domain.best, last_wave)
             moves.append(move)
-            domain.best = self._best(domain)
+            # A domain brought below the threshold is left alone, as the
+            # next run would leave it: no moves for little gain.
+            domain.best = self._best(domain) \
+                if domain.std() >= self.options.threshold else None
         moves = self._in_wave_order(moves, groups)
         after = self.stats()
         return plan_mod.Plan(
@@ -142,11 +168,14 @@ class Planner:
             domain = domains[move.domain]
             src, dst = move.source, move.destination
             before = (domain.std(), state.score(src), state.score(dst))
-            gain = domain.gain(before[1], self.model.delta(move.server_id, src),
-                               before[2], self.model.delta(move.server_id, dst))
+            src_parts, dst_parts = state.parts(src), state.parts(dst)
+            gain = domain.gain(src_parts,
+                               self.model.server_parts(move.server_id, src),
+                               dst_parts,
+                               self.model.server_parts(move.server_id, dst))
             state.apply(move.server_id, dst)
-            domain.update(before[1], state.score(src))
-            domain.update(before[2], state.score(dst))
+            domain.update(src_parts, state.parts(src))
+            domain.update(dst_parts, state.parts(dst))
             result.append(dataclasses.replace(
                 move, gain=gain, imbalance=(before[0], domain.std()),
                 source_score=(before[1], state.score(src)),
@@ -188,41 +217,63 @@ class Planner:
 
     def _search(self, domain, scores, sources, dests):
         # The inner loop runs for every (server, destination) pair of the
-        # hottest hosts after every move: it inlines LoadModel.delta and
-        # _Domain.gain (same arithmetic, same order, so the same figures).
+        # hottest hosts after every move: it inlines LoadModel.amounts and
+        # _Domain.gain (same arithmetic, so the same figures).
         options = self.options
         min_gain = max(options.min_gain, 1e-12)
         hosts = self.model.hosts
         metrics = scoring.METRICS
-        n, total = len(domain.hosts), domain.total
-        targets = [(dst, scores[dst], hosts[dst].cpu_coef,
-                    hosts[dst].ram_coef, hosts[dst].mode == metrics)
-                   for dst in dests]
+        n = len(domain.hosts)
+        total_c, total_r = domain.total
+        spread = domain.spread()
+        sse = spread * spread * n
+        parts = self.state.parts
+        targets = []
+        for dst in dests:
+            p_c, p_r = parts(dst)
+            host = hosts[dst]
+            targets.append((dst, p_c, p_r, host.cpu_coef, host.ram_coef,
+                            host.mode == metrics))
         moved = self.state.moved
         loads = self.model.servers
         candidates = []
         for src in sources:
-            s_src = scores[src]
+            s_c, s_r = parts(src)
+            host = hosts[src]
             for sid in self.movable[src]:
                 if sid in moved:
                     continue
-                a = self.model.delta(sid, src)
-                cost = self.snapshot.server(sid).ram_gb + options.move_cost_gb
                 load = loads[sid]
-                fixed = -2 * a * s_src + a * a
-                for dst, s_dst, cpu_coef, ram_coef, measured in targets:
+                if host.mode == metrics:
+                    a_c = host.cpu_coef * load.cores
+                    a_r = host.ram_coef * load.ram_mb
+                else:
+                    a_c = host.cpu_coef * load.vcpus
+                    a_r = host.ram_coef * load.alloc_ram_mb
+                cost = self.snapshot.server(sid).ram_gb + options.move_cost_gb
+                fixed = -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r
+                for dst, p_c, p_r, cpu_coef, ram_coef, measured in targets:
                     if dst == src:
                         continue
                     if measured:
-                        b = cpu_coef * load.cores + ram_coef * load.ram_mb
+                        b_c = cpu_coef * load.cores
+                        b_r = ram_coef * load.ram_mb
                     else:
-                        b = cpu_coef * load.vcpus + ram_coef * \
-                            load.alloc_ram_mb
-                    d_total = b - a
-                    gain = -(fixed + 2 * b * s_dst + b * b - (
-                        2 * total * d_total + d_total ** 2) / n)
-                    if gain > min_gain:
-                        candidates.append((-gain / cost, sid, dst, src,
+                        b_c = cpu_coef * load.vcpus
+                        b_r = ram_coef * load.alloc_ram_mb
+                    d_c, d_r = b_c - a_c, b_r - a_r
+                    gain = -(fixed + 2 * b_c * p_c + b_c * b_c
+                             + 2 * b_r * p_r + b_r * b_r
+                             - (2 * total_c * d_c + d_c * d_c
+                                + 2 * total_r * d_r + d_r * d_r) / n)
+                    if gain > min_gain and self._score_gain(
+                            domain, s_c + s_r, a_c + a_r, p_c + p_r,
+                            b_c + b_r) >= 0:
+                        # What the imbalance (a per-domain figure, averaged
+                        # over domains) drops by, per GiB: comparable
+                        # across domains of different sizes.
+                        drop = spread - (max(0.0, sse - gain) / n) ** 0.5
+                        candidates.append((-drop / cost, sid, dst, src,
                                            gain))
         candidates.sort()
         rejected = {}
@@ -237,17 +288,29 @@ class Planner:
             rejected.setdefault(sid, (dst, reason))
         return None
 
+    @staticmethod
+    def _score_gain(domain, s_src, a, s_dst, b):
+        """The SSE reduction of the scores themselves: the parts may even
+        out while the scores spread (a CPU-hot host taking RAM load), and
+        the imbalance shown is the scores' std, so no move may raise it."""
+        n = len(domain.hosts)
+        total = domain.total[0] + domain.total[1]
+        d_total = b - a
+        return -(-2 * a * s_src + a * a + 2 * b * s_dst + b * b
+                 - (2 * total * d_total + d_total ** 2) / n)
+
     def _apply(self, domain, best, last_wave):
         sid, src, dst = best['server'], best['source'], best['destination']
         server = self.snapshot.server(sid)
         std_before = domain.std()
         src_before, dst_before = self.state.score(src), self.state.score(dst)
+        src_parts, dst_parts = self.state.parts(src), self.state.parts(dst)
         hottest = max(domain.hosts, key=lambda h: (self.state.score(h), h))
         mean = domain.mean()
         self.state.apply(sid, dst)
         src_after, dst_after = self.state.score(src), self.state.score(dst)
-        domain.update(src_before, src_after)
-        domain.update(dst_before, dst_after)
+        domain.update(src_parts, self.state.parts(src))
+        domain.update(dst_parts, self.state.parts(dst))
         wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
         last_wave[src] = last_wave[dst] = wave
         why = ('hottest in %s' % domain.name if hottest == src

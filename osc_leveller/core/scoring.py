@@ -140,6 +140,15 @@ class LoadModel:
         cpu, ram = self.amounts(server_id, host_name)
         return host.cpu_coef * cpu + host.ram_coef * ram
 
+    def parts(self, host_name, cpu_load, ram_load):
+        """(CPU part, RAM part) of the host's score: they add up to it."""
+        host = self.hosts[host_name]
+        return host.cpu_coef * cpu_load, host.ram_coef * ram_load
+
+    def server_parts(self, server_id, host_name):
+        """(CPU part, RAM part) of what the server adds to the host's score."""
+        return self.parts(host_name, *self.amounts(server_id, host_name))
+
     def score(self, host_name, cpu_load, ram_load):
         host = self.hosts[host_name]
         return host.cpu_coef * cpu_load + host.ram_coef * ram_load

@@ -36,6 +36,11 @@ class State:
         cpu, ram = self._load[hypervisor_name]
         return self.load_model.score(hypervisor_name, cpu, ram)
 
+    def parts(self, hypervisor_name):
+        """(CPU part, RAM part) of the score: they add up to it."""
+        cpu, ram = self._load[hypervisor_name]
+        return self.load_model.parts(hypervisor_name, cpu, ram)
+
     def dimensions(self, hypervisor_name):
         cpu, ram = self._load[hypervisor_name]
         return self.load_model.dimensions(hypervisor_name, cpu, ram)

@@ -24,7 +24,7 @@ class TestOpenStackShell(unittest.TestCase):
                            '-f', 'json')
         self.assertEqual(0, result.returncode, result.stderr)
         moves = json.loads(result.stdout)
-        self.assertEqual(25, len(moves))
+        self.assertEqual(14, len(moves))
         self.assertEqual(['#', 'Server', 'Source', 'Destination', 'Wave',
                           'Gain', 'Reason'], list(moves[0]))
         self.assertTrue(all(m['Reason'] for m in moves))

@@ -177,7 +177,7 @@ class TestPlan(CommandTest):
         names, rows = self.run_cmd(plan.PlanLeveller,
                                    ['--snapshot', 'demo', '--long'])
         self.assertEqual(plan.MOVE_COLUMNS + plan.LONG_COLUMNS, names)
-        self.assertEqual(list(range(1, 26)), [r[0] for r in rows])
+        self.assertEqual(list(range(1, 15)), [r[0] for r in rows])
         self.assertTrue(all(r[6] for r in rows))
         self.assertIn('imbalance 0.092 ->', self.app.stderr.getvalue())
         self.assertEqual(rows[0][3].split('.')[0], rows[0][8])
@@ -333,7 +333,7 @@ class TestSettings(CommandTest):
                           'clouds.yaml (devcloud) + --exclude-host'),
                          shown['exclude_hosts'])
         self.assertEqual((2.0, '--weight'), shown['weights.cpu'])
-        self.assertEqual((4.0, "default"), shown["move_cost"])
+        self.assertEqual((64.0, "default"), shown["move_cost"])
         self.assertEqual(('http://p:9090', 'clouds.yaml (devcloud)'),
                          shown['prometheus.url'])
         # Unset queries show the PromQL the profile runs.
