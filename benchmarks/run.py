@@ -5,14 +5,18 @@ file in the same run:
 
 - osc-leveller's planner, in a fresh process per cluster so its peak memory
   is its own: load time, plan time (median of --repeat), moves, GiB moved;
-  once with the default --max-moves 25 (one cron run) and once levelling
-  fully (--max-moves 100000: min-gain ends it);
+  once with the default --max-moves 25 (one cron run), once levelling
+  fully (--max-moves 100000: the threshold or min-gain ends it), and once
+  fully with --move-cost 1000000 (moves ranked by effect alone, whatever
+  their size: the fewest moves);
 - the man-group Load Leveller rule (../shared/reference/peers.md): hottest
   host, a random ACTIVE server on it, the lowest-score host of its AZ that
   fits, one move at a time until its trigger is off (capped);
 - OpenStack Watcher's workload_stabilization (cpu+ram), through
   ../shared/bench/watcher_baseline when its venv exists, with its defaults
-  and with one audit per AZ.
+  and with one audit per AZ; after each, osc-leveller limited to half of
+  Watcher's moves (--max-moves, --move-cost 1000000), with whether it reaches
+  the imbalance Watcher's plan claims (the issue's target).
 
 Every plan is scored the same way: the standard deviation of host CPU and
 RAM utilisation (sum of util x size / host size) within each balancing
@@ -55,14 +59,17 @@ WATCHER = os.path.join(HERE, '..', '..', 'shared', 'bench',
 WATCHER_PY = os.path.expanduser('~/.cache/watcher-baseline-venv/bin/python')
 FULL = 100000  # --max-moves for a full levelling run
 MANGROUP_CAP = 5000  # the original loops forever; stop it somewhere
+DEFAULT_COST = opts.PlannerOptions.move_cost_gb
+FEWEST = 1e6  # --move-cost that ranks by effect alone: the fewest moves
 
 
-def leveller_child(path, repeat, max_moves):
+def leveller_child(path, repeat, max_moves, move_cost):
     """In a fresh process: load and plan; the figures as a dict."""
     started = time.perf_counter()
     snap = snapshot_io.load(path)
     load_s = time.perf_counter() - started
-    options = opts.PlannerOptions(max_moves=max_moves)
+    options = opts.PlannerOptions(max_moves=max_moves,
+                                  move_cost_gb=move_cost)
     times, plan = [], None
     for _ in range(repeat):
         started = time.perf_counter()
@@ -76,10 +83,11 @@ def leveller_child(path, repeat, max_moves):
             'score_imbalance': [plan.imbalance_before, plan.imbalance_after]}
 
 
-def run_leveller(path, repeat, max_moves):
+def run_leveller(path, repeat, max_moves, move_cost=DEFAULT_COST):
     result = subprocess.run(
         [sys.executable, os.path.abspath(__file__), '--child', path,
-         '--repeat', str(repeat), '--max-moves', str(max_moves)],
+         '--repeat', str(repeat), '--max-moves', str(max_moves),
+         '--move-cost', str(move_cost)],
         capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -247,9 +255,11 @@ def bench(hosts, servers, seed, baselines, repeat, watcher_timeout):
         result = {'hosts': hosts, 'servers': len(cluster['servers']),
                   'seed': seed, 'before': imbalance(cluster, []), 'rows': []}
         if 'leveller' in baselines:
-            for label, max_moves in (('osc-leveller (25 moves)', 25),
-                                     ('osc-leveller (full)', FULL)):
-                figures = run_leveller(path, repeat, max_moves)
+            for label, max_moves, cost in (
+                    ('osc-leveller (25 moves)', 25, DEFAULT_COST),
+                    ('osc-leveller (full)', FULL, DEFAULT_COST),
+                    ('osc-leveller (full, fewest)', FULL, FEWEST)):
+                figures = run_leveller(path, repeat, max_moves, cost)
                 moves = figures.pop('moves')
                 result['rows'].append(row(label, cluster, snap, moves,
                                           seconds=figures['plan_s'],
@@ -272,9 +282,27 @@ def bench(hosts, servers, seed, baselines, repeat, watcher_timeout):
                                                      watcher_timeout)
                     result['rows'].append(row(label, cluster, snap, moves,
                                               seconds=seconds, note=status))
+                    if 'leveller' in baselines and len(moves) >= 2:
+                        result['rows'].append(half_of(
+                            label, result['rows'][-1], path, cluster, snap))
         return result
     finally:
         os.unlink(path)
+
+
+def half_of(label, theirs, path, cluster, snap):
+    """osc-leveller with half Watcher's moves (--max-moves, fewest-moves
+    cost), and whether it beats the imbalance Watcher's plan claims."""
+    figures = run_leveller(path, 1, theirs['moves'] // 2, FEWEST)
+    moves = figures.pop('moves')
+    mine = row('osc-leveller (1/2 %s)' % label, cluster, snap, moves,
+               seconds=figures['plan_s'], **figures)
+    met = all(mine['after'][d] <= theirs['after'][d] for d in ('cpu', 'ram'))
+    mine['target_met'] = met
+    mine['note'] = 'target %s: CPU %.3f vs %.3f, RAM %.3f vs %.3f' % (
+        'met' if met else 'NOT met', mine['after']['cpu'],
+        theirs['after']['cpu'], mine['after']['ram'], theirs['after']['ram'])
+    return mine
 
 
 def table(result):
@@ -282,12 +310,12 @@ def table(result):
              'per domain' % (result['hosts'], result['servers'],
                              result['seed'], result['before']['cpu'],
                              result['before']['ram'])]
-    header = '%-26s %6s %8s %7s %7s %9s %8s %8s  %s' % (
+    header = '%-36s %6s %8s %7s %7s %9s %8s %8s  %s' % (
         'planner', 'moves', 'GiB', 'CPU std', 'RAM std', 'refused',
         'time s', 'peak MB', 'note')
     lines.append(header)
     for r in result['rows']:
-        lines.append('%-26s %6d %8d %7.3f %7.3f %9d %8.2f %8s  %s' % (
+        lines.append('%-36s %6d %8d %7.3f %7.3f %9d %8.2f %8s  %s' % (
             r['planner'], r['moves'], r['moved_gib'], r['after']['cpu'],
             r['after']['ram'], sum(r['refused'].values()), r['seconds'],
             '%.0f' % r['peak_mb'] if 'peak_mb' in r else '-',
@@ -308,10 +336,11 @@ def main(argv=None):
     parser.add_argument('--json', metavar='FILE')
     parser.add_argument('--child', help=argparse.SUPPRESS)
     parser.add_argument('--max-moves', type=int, help=argparse.SUPPRESS)
+    parser.add_argument('--move-cost', type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(leveller_child(args.child, args.repeat,
-                                        args.max_moves)))
+                                        args.max_moves, args.move_cost)))
         return 0
     if not args.hosts or len(args.hosts) != len(args.servers or []):
         parser.error('give --hosts and --servers, as many of each')

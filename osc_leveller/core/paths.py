@@ -91,6 +91,7 @@ class _Finder:
         self.start = state_mod.new_state(snapshot, options.weights)
         self.by_model = options.cpu_compatibility == 'model'
         self.targets = dict(targets)
+        self._domains = {}
         self.pending = {sid: dst for sid, dst in self.targets.items()
                         if snapshot.server(sid).hypervisor != dst}
 
@@ -251,7 +252,7 @@ class _Finder:
                         why_not_movable(server, self.rules):
                     continue
                 final = pending.get(sid, crowded)
-                for hyp in self.snapshot.hypervisors:
+                for hyp in self._neighbours(crowded):
                     if hyp.name in (crowded, final) or \
                             not self._fits(sid, hyp.name, state) or \
                             self._static(server, self.snapshot.hypervisor(
@@ -267,6 +268,18 @@ class _Finder:
             if self._fits(blocked, crowded, trial):
                 return key[3], key[4]
         return (options[0][0][3], options[0][0][4]) if options else None
+
+    def _neighbours(self, name):
+        """The usable hypervisors of name's balancing domain: the only
+        ones its servers may go to."""
+        domain = scoring.domain_of(self.snapshot.hypervisor(name),
+                                   self.by_model)
+        found = self._domains.get(domain)
+        if found is None:
+            found = self._domains[domain] = [
+                h for h in self.snapshot.hypervisors if h.service.usable
+                and scoring.domain_of(h, self.by_model) == domain]
+        return found
 
     def _search(self, state, max_states):
         """A* on GiB moved: (moves or None, placements expanded, whether
