@@ -154,6 +154,26 @@ class TestApplyGuards(ApplyTestCase):
         self.assertIn('inside the 6 h cooldown', rows[0]['Reason'])
         self.assertEqual(now_on, self.host_of(moved['server_id']))
 
+    def test_a_target_placement_runs_even_inside_the_cooldown(self):
+        home = self.host_of('web-1')
+        away = next(h for h in DESTINATIONS if h != home)
+        for target in (away, home):  # the way back is inside the cooldown
+            path = self.path('target-%s.yaml' % target)
+            with open(path, 'w') as f:
+                yaml.safe_dump({'web-1': target}, f)
+            plan = self.path('path-%s.json' % target)
+            # The hot host may be above the default ceiling of 0.85.
+            base.openstack('leveller', 'plan', '--target-placement', path,
+                           '--ceiling', '2', '--output-file', plan)
+            with open(plan) as f:
+                self.assertEqual('placement', json.load(f)['kind'])
+            code, rows, err = self.apply(plan, '--ceiling', '2')
+            self.assertEqual(0, code, err)
+            self.assertEqual([('web-1', target, 'done')],
+                             [(r['Server'], r['Destination'], r['Status'])
+                              for r in rows])
+            self.assertEqual(target, self.host_of('web-1'))
+
     def test_second_run_is_refused(self):
         self.fault_all('slow-incoming', '20')
         first = self.apply_in_background('--batch', '1')
