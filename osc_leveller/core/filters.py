@@ -133,12 +133,17 @@ SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
                   opted_out, project, cooldown, source_in_scope)
 
 
-def why_not_movable(server, rules):
-    for check in SERVER_FILTERS:
-        reason = check(server, rules)
+def first_reason(checks, *args):
+    """The reason of the first check that fails, or None."""
+    for check in checks:
+        reason = check(*args)
         if reason:
             return reason
     return None
+
+
+def why_not_movable(server, rules):
+    return first_reason(SERVER_FILTERS, server, rules)
 
 
 # --- may it move to this hypervisor, in this state? -------------------------
@@ -288,11 +293,7 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, availability_zone,
 
 
 def why_not_destination(server, dest, state, rules):
-    for check in DESTINATION_FILTERS:
-        reason = check(server, dest, state, rules)
-        if reason:
-            return reason
-    return None
+    return first_reason(DESTINATION_FILTERS, server, dest, state, rules)
 
 
 def why_not(server, dest, state, rules):

@@ -63,11 +63,7 @@ class Path:
 
 
 def why_not_movable(server, rules):
-    for check in SERVER_FILTERS:
-        reason = check(server, rules)
-        if reason:
-            return reason
-    return None
+    return filters.first_reason(SERVER_FILTERS, server, rules)
 
 
 class _At:
@@ -113,11 +109,8 @@ class _Finder:
                             '; '.join(problems))
 
     def _static(self, server, dest, state):
-        for check in STATIC_FILTERS:
-            reason = check(server, dest, state, self.rules)
-            if reason:
-                return reason
-        return None
+        return filters.first_reason(STATIC_FILTERS, server, dest, state,
+                                    self.rules)
 
     def _final_problems(self):
         """What is wrong with the end state itself, on the hypervisors that
