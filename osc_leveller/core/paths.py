@@ -172,13 +172,12 @@ class _Finder:
         if complete:
             raise PathError(
                 'the target placement cannot be reached: no order of live '
-                'migrations keeps every step valid, parking included (all '
-                '%d reachable placements searched). Blocked: %s' % (
+                'migrations keeps every step valid, parking included '
+                '(every reachable placement searched: %d). Blocked: %s' % (
                     searched, stuck))
         raise PathError(
-            'no valid sequence found within %d placements searched; raise '
-            'the limit or give the target in steps. Blocked: %s' % (
-                searched, stuck))
+            'no valid sequence found within %d placements searched; give '
+            'the target in smaller steps. Blocked: %s' % (searched, stuck))
 
     def _blocked(self, state):
         found = []
@@ -195,7 +194,8 @@ class _Finder:
 
     def _left(self, state):
         """Servers not yet where they must end: targets, and parked ones."""
-        return [sid for sid in itertools.chain(self.targets, state.moved)
+        return [sid for sid in dict.fromkeys(itertools.chain(
+                    self.targets, sorted(state.moved)))
                 if state.host_of(sid) != self._final(sid)]
 
     def _fits(self, sid, dst, state):
