@@ -283,8 +283,9 @@ class _Finder:
         hosts = [h.name for h in self.snapshot.hypervisors
                  if h.service.usable and
                  scoring.domain_of(h, self.by_model) in zones]
+        inside = set(hosts)
         servers = [s.id for s in self.snapshot.servers
-                   if state.host_of(s.id) in hosts and
+                   if state.host_of(s.id) in inside and
                    not why_not_movable(s, self.rules)]
         every = len(servers)
         if len(servers) > SEARCH_SERVERS:
