@@ -4,11 +4,11 @@ Greedy best-move search, one balancing domain at a time. Within a domain
 (AZ x CPU class) the objective is the sum of squared deviations from the
 domain mean (SSE) of each part of the host score, CPU and RAM; a move changes
 exactly two hosts by amounts the LoadModel knows in advance, so its gain is
-O(1) to compute. Each step takes,
-across domains, the candidate with the best gain / (RAM moved + a fixed
-per-migration cost) that passes every filter against the state left by the
-moves before it, so every intermediate state is valid. Only the domain a move
-touched is searched again.
+O(1) to compute. Each step takes, across domains, the candidate that lowers
+its domain's imbalance the most per (RAM moved + a fixed per-migration cost)
+and passes every filter against the state left by the moves before it, so
+every intermediate state is valid. Only the domain a move touched is
+searched again; a domain below the threshold is left alone.
 """
 
 import dataclasses
@@ -54,11 +54,11 @@ class _Domain:
         squares = self.squares[0] + self.squares[1] + 2 * self.cross
         return (max(0.0, squares - total ** 2 / n) / n) ** 0.5
 
-    def spread(self, gain=0.0):
-        """sqrt of the parts' SSE per host, after a move of this gain."""
+    def spread(self):
+        """sqrt of the parts' SSE per host: what a move's drop is of."""
         n = len(self.hosts)
         sse = sum(self.squares[i] - self.total[i] ** 2 / n for i in (0, 1))
-        return (max(0.0, sse - gain) / n) ** 0.5
+        return (max(0.0, sse) / n) ** 0.5
 
     def gain(self, src, a, dst, b):
         """Reduction of the parts' SSE when a host with parts src loses
