@@ -85,3 +85,22 @@ def from_settings(settings, **extra):
     )
     fields.update(extra)
     return PlannerOptions(**fields).validate()
+
+
+def to_document(options):
+    """The options as a plan file records them."""
+    return {
+        'weights': dict(options.weights),
+        'threshold': options.threshold,
+        'min_gain': options.min_gain,
+        'max_moves': options.max_moves,
+        'ceiling': options.ceiling,
+        'move_cost_gb': options.move_cost_gb,
+        'cpu_compatibility': options.cpu_compatibility,
+        'include_locked': options.include_locked,
+        'cooldown_hours': options.cooldown_hours,
+        'projects': sorted(options.projects),
+        'exclude_projects': sorted(options.exclude_projects),
+        'exclude_hosts': sorted(options.exclude_hosts),
+        'availability_zones': sorted(options.availability_zones),
+    }

@@ -29,8 +29,8 @@ import time
 
 from osc_leveller.core import executor
 from osc_leveller.core import filters
+from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
@@ -85,7 +85,7 @@ class _Finder:
         self.options = options
         self.rules = filters.Rules(snapshot, options)
         self.start = state_mod.new_state(snapshot, options.weights)
-        self.by_model = options.cpu_compatibility == 'model'
+        self.by_model = options.cpu_compatibility == opts.CPU_MODEL
         self.targets = dict(targets)
         self._domains = {}
         self.pending = {sid: dst for sid, dst in self.targets.items()
@@ -440,7 +440,7 @@ def make_plan(snapshot, targets, options, max_states=SEARCH_STATES):
         fingerprint=plan_mod.fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,
         snapshot_source=dict(snapshot.source),
-        options=planner.options_doc(options),
+        options=opts.to_document(options),
         created_at=created,
         note='' if path.moves else 'every server is already on its target',
         kind=plan_mod.PLACEMENT)

@@ -148,7 +148,7 @@ class Planner:
             fingerprint=plan_mod.fingerprint(self.snapshot),
             snapshot_taken_at=self.snapshot.taken_at,
             snapshot_source=dict(self.snapshot.source),
-            options=options_doc(self.options),
+            options=opts.to_document(self.options),
             created_at=started,
             note=self._note(before, active, moves))
 
@@ -366,24 +366,6 @@ def _describe(server, load_model):
     if server.usage.cpu is not None:
         text += ', %d%% CPU busy' % round(server.usage.cpu * 100)
     return text
-
-
-def options_doc(options):
-    return {
-        'weights': dict(options.weights),
-        'threshold': options.threshold,
-        'min_gain': options.min_gain,
-        'max_moves': options.max_moves,
-        'ceiling': options.ceiling,
-        'move_cost_gb': options.move_cost_gb,
-        'cpu_compatibility': options.cpu_compatibility,
-        'include_locked': options.include_locked,
-        'cooldown_hours': options.cooldown_hours,
-        'projects': sorted(options.projects),
-        'exclude_projects': sorted(options.exclude_projects),
-        'exclude_hosts': sorted(options.exclude_hosts),
-        'availability_zones': sorted(options.availability_zones),
-    }
 
 
 def make_plan(snapshot, options):
