@@ -80,16 +80,24 @@ class _At:
 
 
 class _Finder:
-    def __init__(self, snapshot, targets, options):
+    """state: where to start (default: the snapshot); movers: the only
+    servers that may move or park (default: any); movable(server, rules):
+    why a server may not move at all, or None."""
+
+    def __init__(self, snapshot, targets, options, state=None, rules=None,
+                 movers=None, movable=why_not_movable):
         self.snapshot = snapshot
         self.options = options
-        self.rules = filters.Rules(snapshot, options)
-        self.start = state_mod.new_state(snapshot, options.weights)
+        self.rules = rules or filters.Rules(snapshot, options)
+        self.start = state.copy() if state is not None else \
+            state_mod.new_state(snapshot, options.weights)
+        self.movers = movers
+        self.movable = movable
         self.by_model = options.cpu_compatibility == opts.CPU_MODEL
         self.targets = dict(targets)
         self._domains = {}
         self.pending = {sid: dst for sid, dst in self.targets.items()
-                        if snapshot.server(sid).hypervisor != dst}
+                        if self.start.host_of(sid) != dst}
 
     # --- what certainly cannot work -----------------------------------------
 
@@ -97,7 +105,7 @@ class _Finder:
         problems = []
         for sid, dst in sorted(self.pending.items(), key=self._name):
             server = self.snapshot.server(sid)
-            reason = why_not_movable(server, self.rules) or self._static(
+            reason = self.movable(server, self.rules) or self._static(
                 server, self.snapshot.hypervisor(dst), self.start)
             if reason:
                 problems.append('%s cannot go to %s: %s' % (
@@ -190,12 +198,12 @@ class _Finder:
         return '; '.join(found[:5]) + ('; ...' if len(found) > 5 else '')
 
     def _final(self, sid):
-        return self.targets.get(sid) or self.snapshot.server(sid).hypervisor
+        return self.targets.get(sid) or self.start.host_of(sid)
 
     def _left(self, state):
         """Servers not yet where they must end: targets, and parked ones."""
         return [sid for sid in dict.fromkeys(itertools.chain(
-                    self.targets, sorted(state.moved)))
+                    self.targets, sorted(state.moved - self.start.moved)))
                 if state.host_of(sid) != self._final(sid)]
 
     def _fits(self, sid, dst, state):
@@ -205,9 +213,10 @@ class _Finder:
 
     def _greedy(self, state, pending, sequence):
         parks = collections.Counter()
-        on = collections.defaultdict(set)
-        for server in self.snapshot.servers:
-            on[server.hypervisor].add(server.id)
+        on = collections.defaultdict(set)  # who may park, by hypervisor
+        for sid in (self.movers if self.movers is not None
+                    else (s.id for s in self.snapshot.servers)):
+            on[state.host_of(sid)].add(sid)
 
         def move(sid, dst):
             on[state.host_of(sid)].discard(sid)
@@ -242,7 +251,7 @@ class _Finder:
             for sid in sorted(on[crowded] - {blocked}):
                 server = self.snapshot.server(sid)
                 if parks[sid] >= PARKS_PER_SERVER or \
-                        why_not_movable(server, self.rules):
+                        self.movable(server, self.rules):
                     continue
                 final = pending.get(sid, crowded)
                 for hyp in self._neighbours(crowded):
@@ -284,9 +293,11 @@ class _Finder:
                  if h.service.usable and
                  scoring.domain_of(h, self.by_model) in zones]
         inside = set(hosts)
-        servers = [s.id for s in self.snapshot.servers
-                   if state.host_of(s.id) in inside and
-                   not why_not_movable(s, self.rules)]
+        servers = [sid for sid in (
+                       self.movers if self.movers is not None
+                       else (s.id for s in self.snapshot.servers))
+                   if state.host_of(sid) in inside and
+                   not self.movable(self.snapshot.server(sid), self.rules)]
         every = len(servers)
         if len(servers) > SEARCH_SERVERS:
             touched = {state.host_of(sid) for sid in left} | \
@@ -349,7 +360,7 @@ class _Finder:
         waves = []
         at = {}
         for sid, dst in sequence:
-            src = at.get(sid) or self.snapshot.server(sid).hypervisor
+            src = at.get(sid) or self.start.host_of(sid)
             wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
             last_wave[src] = last_wave[dst] = wave
             waves.append((wave, sid, src, dst))
@@ -457,3 +468,14 @@ def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
     if not finder.pending:
         return finder.path([], 0)
     return finder.path(*finder.solve(max_states))
+
+
+def sequence(snapshot, targets, options, state, rules, movers,
+             movable=why_not_movable, max_states=0):
+    """[(server id, hypervisor)]: valid moves from state that reach targets,
+    moving and parking only movers (the planner's exchanges). PathError
+    when none is found; max_states 0 tries the greedy search alone."""
+    finder = _Finder(snapshot, targets, options, state, rules, set(movers),
+                     movable)
+    finder.check()
+    return finder.solve(max_states)[0]
