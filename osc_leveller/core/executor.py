@@ -88,9 +88,9 @@ class Executor:
                  progress=None, clock=time.monotonic, sleep=time.sleep,
                  wall=time.time, check=None, kinds=None):
         """check(move, snapshot, state, rules): why a move is stale, or None
-        (default: a balancing move's checks); kinds: server id -> 'live' or
-        'cold' (default live)."""
-        self.check = check or stale
+        (default: BalanceCheck, a balancing plan's checks); kinds: server
+        id -> 'live' or 'cold' (default live)."""
+        self.check = check
         self.kinds = kinds or {}
         self.actions = actions
         self.planner_options = planner_options
@@ -108,17 +108,22 @@ class Executor:
         ended: every start re-reads the cloud and re-checks the move.
         """
         moves = list(moves)
+        self._checker = self.check or BalanceCheck(moves)
         results = {}
         pending = list(moves)
+        # The batch counts moves, an exchange's moves as one: half an
+        # exchange may leave the load worse than before.
         budget = len(moves) if self.options.batch is None else \
             self.options.batch
-        started = 0
+        units = set()
         running = {}  # move -> _Watch
         stopped = False
         look = True  # something changed since the cloud was last read
         self.error = None  # why the run stopped early, if it did
         while True:
-            if (look and not stopped and pending and started < budget
+            if (look and not stopped and pending
+                    and (len(units) < budget or any(
+                        _unit(m) in units for m in pending))
                     and len(running) < self.options.max_parallel
                     and (not self.options.waves or all(
                         m.wave == pending[0].wave for m in running))):
@@ -130,9 +135,8 @@ class Executor:
                         stopped = True
                         continue
                 chosen = self._round(pending, snapshot, results,
-                                     budget - started, list(running))
+                                     (units, budget), list(running))
                 snapshot = None  # the next start reads the cloud again
-                started += len(chosen)
                 # Nothing chosen while moves run: wait for one to end.
                 look = not running
                 for move in chosen:
@@ -164,20 +168,26 @@ class Executor:
                    'not waited for; run again to continue'
                    if not self.options.wait else
                    'the batch limit of %d was reached' % budget
-                   if started >= budget else 'an earlier move failed')
+                   if len(units) >= budget else 'an earlier move failed')
             results[move] = Result(move, NOT_STARTED, why)
             self.journal('not-started', reason=why, **_move_fields(move))
         return [results[m] for m in moves]
 
-    def _round(self, pending, snapshot, results, room, running):
+    def _round(self, pending, snapshot, results, batch, running):
         """Moves to start now; stale ones are skipped on the way.
 
         Only moves of the first pending wave go together (later waves may
         need room that earlier ones free). No hypervisor is a destination
         twice, nor both a source and a destination, among the running and
         the chosen moves; a dry run takes every move in turn, checked
-        against the state after the ones before.
+        against the state after the ones before. batch: (units started,
+        most units), where a unit is a move or a whole exchange. The rest
+        of an exchange one of whose moves did not succeed is skipped.
         """
+        units, budget = batch
+        broken = {m.exchange: (m, r) for m, r in results.items()
+                  if m.exchange and r.status != DONE and
+                  r.status != DRY_RUN}
         rules = filters.Rules(snapshot, self.planner_options)
         state = state_mod.new_state(snapshot, self.planner_options.weights)
         wave = pending[0].wave
@@ -189,8 +199,10 @@ class Executor:
             destinations.add(move.destination)
         chosen = []
         for move in list(pending):
-            if len(chosen) >= min(parallel, room):
+            if len(chosen) >= parallel:
                 break
+            if _unit(move) not in units and len(units) >= budget:
+                continue
             if (chosen or running) and not self.options.dry_run and (
                     (self.options.waves and move.wave != wave)
                     or sources.get(move.source, 0) >= self.options.per_source
@@ -199,13 +211,21 @@ class Executor:
                     or move.destination in sources):
                 continue
             pending.remove(move)
-            reason = self.check(move, snapshot, state, rules)
+            if move.exchange in broken:
+                other, result = broken[move.exchange]
+                reason = 'its %s stopped: %s was %s' % (
+                    move.exchange, _label(other), result.status)
+            else:
+                reason = self._checker(move, snapshot, state, rules)
             if reason:
                 results[move] = Result(move, SKIPPED, reason)
+                if move.exchange:
+                    broken.setdefault(move.exchange, (move, results[move]))
                 self.journal('skipped', reason=reason, **_move_fields(move))
                 self.progress('%s: skipped, %s' % (_label(move), reason))
                 continue
             chosen.append(move)
+            units.add(_unit(move))
             state.apply(move.server_id, move.destination)
             sources[move.source] = sources.get(move.source, 0) + 1
             destinations.add(move.destination)
@@ -346,9 +366,10 @@ def recheck(move, snapshot, state, rules, why_not_movable):
     server = snapshot.server(move.server_id)
     if server is None:
         return 'the server no longer exists'
-    if server.hypervisor != move.source:
+    where = state.host_of(server.id)  # a dry run's moves count as made
+    if where != move.source:
         return 'it is now on %s, not on the planned source %s' % (
-            server.hypervisor, move.source)
+            where, move.source)
     reason = why_not_movable(server, rules)
     if reason:
         return reason
@@ -376,6 +397,57 @@ def stale(move, snapshot, state, rules):
     return None
 
 
+class BalanceCheck:
+    """The re-checks of a balancing plan; an exchange's moves as one.
+
+    The moves of an exchange lower the load only together: the first of
+    them that passes the filters checks the whole exchange against the
+    cloud now (the hotter of its two hypervisors must end cooler), and a
+    server moving on from where its exchange parked it is not held by the
+    cooldown that the parking move started.
+    """
+
+    def __init__(self, moves):
+        self.exchanges = {}
+        for move in moves:
+            if move.exchange:
+                self.exchanges.setdefault(move.exchange, []).append(move)
+        self.checked = set()
+
+    def __call__(self, move, snapshot, state, rules):
+        if not move.exchange:
+            return stale(move, snapshot, state, rules)
+        group = self.exchanges[move.exchange]
+        index = next(i for i, m in enumerate(group) if m is move)
+        parked = any(m.server_id == move.server_id for m in group[:index])
+        reason = recheck(move, snapshot, state, rules,
+                         filters.why_not_movable_again if parked
+                         else filters.why_not_movable)
+        if reason or move.exchange in self.checked:
+            return reason
+        self.checked.add(move.exchange)
+        return _exchange_stale(group[index:], state)
+
+
+def _exchange_stale(moves, state):
+    """Why the rest of an exchange no longer evens out the load, or None."""
+    first, last = {}, {}
+    for move in moves:
+        first.setdefault(move.server_id, move.source)
+        last[move.server_id] = move.destination
+    hosts = sorted(set(first.values()) | set(last.values()))
+    after = state.copy()
+    for move in moves:
+        after.apply(move.server_id, move.destination)
+    hottest = max(hosts, key=state.score)
+    worst = max(hosts, key=after.score)
+    if after.score(worst) >= state.score(hottest):
+        return 'the exchange no longer evens out the load: %s would reach ' \
+            '%.2f, %s is at %.2f' % (worst, after.score(worst), hottest,
+                                     state.score(hottest))
+    return None
+
+
 def in_flight(snapshot, options):
     """Live migrations Nova is running that touch the hypervisors in scope."""
     found = []
@@ -388,6 +460,10 @@ def in_flight(snapshot, options):
                for h in hosts) or not any(hosts):
             found.append(mig)
     return found
+
+
+def _unit(move):
+    return move.exchange or id(move)
 
 
 def _label(move):

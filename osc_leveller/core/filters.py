@@ -146,6 +146,15 @@ def why_not_movable(server, rules):
     return first_reason(SERVER_FILTERS, server, rules)
 
 
+def why_not_movable_again(server, rules):
+    """For a server that its exchange parked a moment ago: every server
+    check but the cooldown, which that parking move started."""
+    return first_reason(_AGAIN, server, rules)
+
+
+_AGAIN = tuple(f for f in SERVER_FILTERS if f is not cooldown)
+
+
 # --- may it move to this hypervisor, in this state? -------------------------
 
 def not_source(server, dest, state, rules):

@@ -14,7 +14,9 @@ from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import validation
 
 FORMAT = 'osc-leveller-plan/1'
-BALANCE = 'balance'  # moves that even out the load; each server moves once
+# Moves that even out the load; each server moves once, except within an
+# exchange, where it may park on the way.
+BALANCE = 'balance'
 PLACEMENT = 'placement'  # a path to a target placement; may park servers
 
 
@@ -37,6 +39,10 @@ class Move:
     destination_score: tuple  # (before, after)
     imbalance: tuple  # the domain's (before, after)
     reason: str
+    # Moves of one exchange (servers that trade places between hypervisors
+    # where neither can move alone) share this label; they only lower the
+    # load together, and apply runs them as one.
+    exchange: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,12 +151,14 @@ def from_document(document, origin='plan'):
 
 
 def _check_chains(moves, kind):
-    """A balancing plan moves a server once; a placement plan may move it
-    again, but only on from where its previous move took it."""
+    """A balancing plan moves a server once, or twice within one exchange
+    (parking); a placement plan may move it again. A server moves on only
+    from where its previous move took it."""
     last = {}
     for index, move in enumerate(moves):
         before = last.get(move.server_id)
-        if before is not None and kind != PLACEMENT:
+        if before is not None and kind != PLACEMENT and not (
+                move.exchange and move.exchange == before.exchange):
             raise validation.ValidationError(
                 'moves[%d].server_id' % index,
                 'server %s is moved twice' % move.server_id)

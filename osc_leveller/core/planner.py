@@ -9,6 +9,12 @@ its domain's imbalance the most per (RAM moved + a fixed per-migration cost)
 and passes every filter against the state left by the moves before it, so
 every intermediate state is valid. Only the domain a move touched is
 searched again; a domain below the threshold is left alone.
+
+When no single move helps a domain above the threshold (the cool hosts are
+full, or any one server would overshoot), the planner looks for an
+exchange: a server of a hot host trades places with a smaller or quieter
+one of a cool host. The path finder (core/paths.py) orders the two moves,
+parking one on a third hypervisor when neither host has room first.
 """
 
 import dataclasses
@@ -16,6 +22,7 @@ import time
 
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
+from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
@@ -24,6 +31,11 @@ from osc_leveller.core import state as state_mod
 # nothing there passes the filters.
 FIRST_SOURCES = 4
 FIRST_DESTINATIONS = 12
+# Exchanges: pairs of the hottest and coolest hosts, and how many of the
+# best pairs of servers get a path search.
+EXCHANGE_SOURCES = 2
+EXCHANGE_DESTINATIONS = 6
+EXCHANGE_TRIES = 20
 
 
 class _Domain:
@@ -93,6 +105,7 @@ class Planner:
             h: scoring.domain_of(snapshot.hypervisor(h), self.by_model)
             for h in self.scope}
         self.movable = {h: [] for h in self.scope}
+        self.exchanges = 0
         self.refusals = {}
         for server in snapshot.servers:
             reason = filters.why_not_movable(server, self.rules)
@@ -128,8 +141,15 @@ class Planner:
             if not ready:
                 break
             domain = max(ready, key=lambda d: (d.best['value'], d.name))
-            move = self._apply(domain, domain.best, last_wave)
-            moves.append(move)
+            best = domain.best
+            if 'sequence' not in best:
+                moves.append(self._apply(domain, best, last_wave))
+            elif len(best['sequence']) <= \
+                    self.options.max_moves - len(moves):
+                moves.extend(self._exchange(domain, best, last_wave))
+            else:  # the exchange does not fit in --max-moves
+                domain.best = None
+                continue
             # A domain brought below the threshold is left alone, as the
             # next run would leave it: no moves for little gain.
             domain.best = self._best(domain) \
@@ -213,7 +233,7 @@ class Planner:
             found = self._search(domain, scores, sources, dests)
             if found is not None:
                 return found
-        return None
+        return self._best_exchange(domain, scores)
 
     def _search(self, domain, scores, sources, dests):
         # The inner loop runs for every (server, destination) pair of the
@@ -299,7 +319,104 @@ class Planner:
         return -(-2 * a * s_src + a * a + 2 * b * s_dst + b * b
                  - (2 * total * d_total + d_total ** 2) / n)
 
-    def _apply(self, domain, best, last_wave):
+    def _best_exchange(self, domain, scores):
+        """The best exchange of two servers between a hot and a cool host
+        that a valid sequence of moves reaches, or None."""
+        mean = domain.mean()
+        hot = sorted((h for h in domain.hosts if scores[h] > mean),
+                     key=lambda h: (-scores[h], h))[:EXCHANGE_SOURCES]
+        cool = sorted((h for h in domain.hosts if scores[h] < mean),
+                      key=lambda h: (scores[h], h))[:EXCHANGE_DESTINATIONS]
+        n = len(domain.hosts)
+        spread = domain.spread()
+        sse = spread * spread * n
+        parts = self.model.server_parts
+        min_gain = max(self.options.min_gain, 1e-12)
+        candidates = []
+        for src in hot:
+            outs = self._free(src)
+            for dst in cool:
+                ins = self._free(dst)
+                if not outs or not ins:
+                    continue
+                going = [(a, parts(a, src), parts(a, dst)) for a in outs]
+                coming = [(b, parts(b, dst), parts(b, src)) for b in ins]
+                for a, a_out, a_in in going:
+                    for b, b_out, b_in in coming:
+                        # src gives a and takes b; dst the other way round.
+                        out = (a_out[0] - b_in[0], a_out[1] - b_in[1])
+                        into = (a_in[0] - b_out[0], a_in[1] - b_out[1])
+                        gain = domain.gain(self.state.parts(src), out,
+                                           self.state.parts(dst), into)
+                        # Like a single move (and as apply re-checks it),
+                        # the hotter host must end cooler.
+                        if gain <= min_gain or max(
+                                scores[src] - sum(out),
+                                scores[dst] + sum(into)) >= scores[src] or \
+                                self._score_gain(
+                                    domain, scores[src], sum(out),
+                                    scores[dst], sum(into)) <= 0:
+                            continue
+                        drop = spread - (max(0.0, sse - gain) / n) ** 0.5
+                        candidates.append((-drop, a, b, src, dst, gain))
+        candidates.sort()
+        for neg_drop, a, b, src, dst, gain in candidates[:EXCHANGE_TRIES]:
+            try:
+                sequence = paths.sequence(
+                    self.snapshot, {a: dst, b: src}, self.options,
+                    self.state, self.rules, (a, b), filters.why_not_movable)
+            except paths.PathError:
+                continue
+            cost = sum(self.snapshot.server(sid).ram_gb
+                       + self.options.move_cost_gb for sid, _ in sequence)
+            return {'value': -neg_drop / cost, 'sequence': sequence,
+                    'pair': (a, b, src, dst), 'gain': gain}
+        return None
+
+    def _free(self, host):
+        """Servers of a host the planner may still move."""
+        return [sid for sid in self.movable[host]
+                if sid not in self.state.moved]
+
+    def _exchange(self, domain, best, last_wave):
+        """The moves of an exchange, applied to the state."""
+        a, b, src, dst = best['pair']
+        self.exchanges += 1
+        label = 'exchange %d' % self.exchanges
+        server_a, server_b = (self.snapshot.server(a),
+                              self.snapshot.server(b))
+        before = {h: self.state.score(h) for h in (src, dst)}
+        mean = domain.mean()
+        after = self.state.copy()
+        for sid, there in best['sequence']:
+            after.apply(sid, there)
+        summary = ('%s: %s has score %.2f (domain mean %.2f) and no single '
+                   'move lowers the imbalance, so %s (%s) trades places with '
+                   '%s (%s) on %s; together they take %s %.2f -> %.2f and %s '
+                   '%.2f -> %.2f' % (
+                       label, src, before[src], mean, server_a.label,
+                       _describe(server_a, self.model), server_b.label,
+                       _describe(server_b, self.model), dst, src,
+                       before[src], after.score(src), dst, before[dst],
+                       after.score(dst)))
+        moves = []
+        for sid, there in best['sequence']:
+            server = self.snapshot.server(sid)
+            here = self.state.host_of(sid)
+            final = dst if sid == a else src
+            if there != final:
+                role = 'parking: %s waits on %s, then goes on to %s' % (
+                    server.label, there, final)
+            else:
+                role = 'this move takes %s to %s' % (server.label, there)
+            pair = {'value': 0.0, 'server': sid, 'source': here,
+                    'destination': there, 'gain': 0.0, 'refused': None}
+            move = self._apply(domain, pair, last_wave, reason='%s; %s' % (
+                summary, role))
+            moves.append(dataclasses.replace(move, exchange=label))
+        return moves
+
+    def _apply(self, domain, best, last_wave, reason=None):
         sid, src, dst = best['server'], best['source'], best['destination']
         server = self.snapshot.server(sid)
         std_before = domain.std()
@@ -313,15 +430,19 @@ class Planner:
         domain.update(dst_parts, self.state.parts(dst))
         wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
         last_wave[src] = last_wave[dst] = wave
-        why = ('hottest in %s' % domain.name if hottest == src
-               else 'above the mean of %s' % domain.name)
         dest_host = self.snapshot.hypervisor(dst).host
-        reason = ('%s: score %.2f, domain mean %.2f; moving %s (%s) takes it '
-                  'to %.2f; %s goes %.2f -> %.2f, the best gain per GiB moved '
-                  'among hypervisors that accept it' % (
-                      why, src_before, mean, server.label,
-                      _describe(server, self.model), src_after, dest_host,
-                      dst_before, dst_after))
+        if reason is not None:  # part of an exchange
+            reason += '; %s goes %.2f -> %.2f' % (
+                dest_host, dst_before, dst_after)
+        else:
+            why = ('hottest in %s' % domain.name if hottest == src
+                   else 'above the mean of %s' % domain.name)
+            reason = ('%s: score %.2f, domain mean %.2f; moving %s (%s) '
+                      'takes it to %.2f; %s goes %.2f -> %.2f, the best gain '
+                      'per GiB moved among hypervisors that accept it' % (
+                          why, src_before, mean, server.label,
+                          _describe(server, self.model), src_after,
+                          dest_host, dst_before, dst_after))
         if best['refused'] is not None:
             refused, why_refused = best['refused']
             reason += ' (%s refused: %s)' % (

@@ -72,3 +72,17 @@ def three_hosts(hot_servers=6, cool_servers=1):
     servers += [server('cool%d-%d' % (h, i), 'hv%d' % h, vcpus=4, ram_gb=16)
                 for h in (2, 3) for i in range(cool_servers)]
     return hyps, servers
+
+
+def exchange_hosts():
+    """hv1 and hv2 full of RAM, hv1 CPU-heavy, hv2 CPU-light; hv3 hot but
+    with room for one more server. No single move lowers the imbalance:
+    only exchanges do, parking on hv3 when neither full host has room."""
+    hyps = [hypervisor('hv%d' % i) for i in (1, 2, 3)]
+    servers = [server('big%d' % i, 'hv1', vcpus=16, ram_gb=32)
+               for i in range(4)]
+    servers += [server('small%d' % i, 'hv2', vcpus=2, ram_gb=32)
+                for i in range(4)]
+    servers += [server('park%d' % i, 'hv3', vcpus=24, ram_gb=32)
+                for i in range(3)]
+    return hyps, servers

@@ -427,6 +427,75 @@ class TestStaleMoves(ExecutorTest):
         self.assertIn('no longer evens out the load', results[0].reason)
 
 
+class TestExchanges(ExecutorTest):
+    """Exchange 1: small0 hv2 -> hv3, park0 hv3 -> hv2. Exchange 2: big0
+    parks on hv3, small1 hv2 -> hv1, big0 hv3 -> hv2."""
+
+    def setUp(self):
+        self.hyps, self.servers = b.exchange_hosts()
+        self.nova = FakeNova(self.hyps, self.servers)
+        self.planner_options = opts.PlannerOptions(now=NOW, ceiling=1.5)
+        self.plan = planner.make_plan(self.nova.snapshot(),
+                                      self.planner_options)
+        self.assertEqual(['exchange 1'] * 2 + ['exchange 2'] * 3,
+                         [m.exchange for m in self.plan.moves])
+        self.journal = []
+        self.progress = []
+
+    def host(self, name):
+        return self.nova.servers['id-' + name]['hypervisor']
+
+    def test_the_batch_counts_an_exchange_once(self):
+        results = self.run_plan(batch=1)
+        self.assertEqual([executor.DONE] * 2 + [executor.NOT_STARTED] * 3,
+                         self.statuses(results))
+        self.assertIn('batch limit of 1', results[2].reason)
+        self.assertEqual(('hv3', 'hv2'), (self.host('small0'),
+                                          self.host('park0')))
+
+    def test_a_parked_server_moves_on_inside_its_cooldown(self):
+        results = self.run_plan(batch=2)
+        self.assertEqual([executor.DONE] * 5, self.statuses(results),
+                         [r.reason for r in results])
+        # big0's parking migration is in Nova's history, minutes old.
+        self.assertEqual(2, len([m for m in self.nova.migrations
+                                 if m['server_id'] == 'id-big0']))
+        self.assertEqual(('hv2', 'hv1'), (self.host('big0'),
+                                          self.host('small1')))
+
+    def test_the_rest_of_an_exchange_stops_with_a_failed_move(self):
+        self.nova.behaviour['hv3'] = 'fail'  # each exchange's first move
+        results = self.run_plan(stop_on_error=False, max_parallel=1)
+        self.assertEqual([executor.FAILED, executor.SKIPPED] * 1
+                         + [executor.FAILED, executor.SKIPPED,
+                            executor.SKIPPED], self.statuses(results))
+        self.assertIn('its exchange 1 stopped: small0 hv2 -> hv3 was '
+                      'failed', results[1].reason)
+        self.assertIn('its exchange 2 stopped: big0 hv1 -> hv3 was failed',
+                      results[4].reason)
+        # Nothing half done: every server is where it was.
+        for server in self.servers:
+            self.assertEqual(server['hypervisor'],
+                             self.host(server['name']))
+
+    def test_an_exchange_that_no_longer_helps_is_skipped_whole(self):
+        # Since planning, park0 shrank and small0 grew: trading them now
+        # would make hv3 hotter than either host is.
+        self.nova.servers['id-park0']['flavor']['vcpus'] = 2
+        self.nova.servers['id-small0']['flavor']['vcpus'] = 24
+        results = self.run_plan()
+        self.assertEqual(executor.SKIPPED, results[0].status)
+        self.assertIn('the exchange no longer evens out the load',
+                      results[0].reason)
+        self.assertIn('its exchange 1 stopped', results[1].reason)
+        self.assertEqual('hv2', self.host('small0'))
+
+    def test_dry_run_checks_each_exchange(self):
+        results = self.run_plan(dry_run=True)
+        self.assertEqual({executor.DRY_RUN}, set(self.statuses(results)))
+        self.assertEqual([], self.nova.calls)
+
+
 class TestInFlight(unittest.TestCase):
     def test_running_migrations_in_scope(self):
         hyps, servers = hot_cloud()

@@ -79,6 +79,30 @@ class TestPlanFile(unittest.TestCase):
             bad['snapshot']['fingerprint'] = 'md5:1'
             self.assertIn('snapshot.fingerprint: must match', read(bad))
 
+    def test_exchange_moves_a_server_twice_only_within_it(self):
+        hyps, servers = b.exchange_hosts()
+        snap = b.snapshot(hyps, servers)
+        the_plan = planner.make_plan(snap, opts.PlannerOptions(ceiling=1.5))
+        document = plan_mod.to_document(the_plan)
+        again = plan_mod.from_document(copy.deepcopy(document))
+        self.assertEqual(the_plan.moves, again.moves)
+        twice = [i for i, m in enumerate(document['moves'])
+                 if [n['server_id'] for n in document['moves']].count(
+                     m['server_id']) == 2]
+        self.assertTrue(twice)  # a parked server moves on
+        bad = copy.deepcopy(document)
+        bad['moves'][twice[-1]]['exchange'] = 'exchange 99'
+        with self.assertRaises(plan_mod.PlanError) as ctx:
+            plan_mod.from_document(bad)
+        self.assertIn('moves[%d].server_id: server %s is moved twice' % (
+            twice[-1], bad['moves'][twice[-1]]['server_id']),
+            str(ctx.exception))
+        # Plans written before exchanges existed still load.
+        old = copy.deepcopy(plan_mod.to_document(make()[1]))
+        for move in old['moves']:
+            del move['exchange']
+        self.assertEqual(make()[1].moves, plan_mod.from_document(old).moves)
+
     def _missing(self, tmp):
         with self.assertRaises(plan_mod.PlanError) as ctx:
             plan_mod.read(os.path.join(tmp, 'none.json'))

@@ -113,6 +113,65 @@ class TestPlanner(unittest.TestCase):
         self.assertIn('hv2 refused: MEMORY_MB full', result.moves[0].reason)
         replay(snap, result)
 
+    def test_exchange_when_no_single_move_helps(self):
+        hyps, servers = b.exchange_hosts()
+        snap = b.snapshot(hyps, servers)
+        options = opts.PlannerOptions(ceiling=1.5)
+        result = planner.make_plan(snap, options)
+        self.assertLess(result.imbalance_after, result.imbalance_before)
+        labels = [m.exchange for m in result.moves]
+        self.assertTrue(all(labels), labels)  # no single move at all
+        final = replay(snap, result, options)
+        for label in dict.fromkeys(labels):
+            moves = [m for m in result.moves if m.exchange == label]
+            first = {}
+            for move in moves:
+                first.setdefault(move.server_id, move.source)
+            # Two servers trade places; a third hypervisor only parks.
+            self.assertEqual(2, len(first), moves)
+            (a, src), (b_, dst) = first.items()
+            self.assertEqual((dst, src), (final.host_of(a),
+                                          final.host_of(b_)))
+            self.assertIn('no single move lowers the imbalance',
+                          moves[0].reason)
+        parked = [m for m in result.moves if 'parking' in m.reason]
+        self.assertTrue(parked)
+        self.assertTrue(all(m.destination == 'hv3' for m in parked))
+        # Waves keep the exchange's order: park, arrive, move on.
+        self.assertEqual(sorted(m.wave for m in result.moves),
+                         [m.wave for m in result.moves])
+
+    def test_exchange_of_two_moves_when_one_host_has_room(self):
+        hyps, servers = b.exchange_hosts()
+        # Two hosts: hv1 has room for one server, hv2 none.
+        servers = [s for s in servers if s['name'] not in ('big3', 'park0',
+                                                           'park1', 'park2')]
+        for server in servers[:3]:
+            server['flavor']['vcpus'] = 32
+        snap = b.snapshot(hyps[:2], servers)
+        options = opts.PlannerOptions(ceiling=1.5)
+        result = planner.make_plan(snap, options)
+        replay(snap, result, options)
+        self.assertTrue(result.moves)
+        first = result.moves[0]
+        self.assertEqual('exchange 1', first.exchange)
+        # hv2 is full: the small server leaves it first, then the big one
+        # takes its place.
+        self.assertEqual(('hv2', 'hv1'), (first.source, first.destination))
+        self.assertEqual(('hv1', 'hv2'), (result.moves[1].source,
+                                          result.moves[1].destination))
+        self.assertNotIn('parking', ' '.join(m.reason for m in result.moves))
+
+    def test_no_half_exchange_within_max_moves(self):
+        hyps, servers = b.exchange_hosts()
+        snap = b.snapshot(hyps, servers)
+        full = planner.make_plan(snap, opts.PlannerOptions(ceiling=1.5))
+        first = [m for m in full.moves if m.exchange == 'exchange 1']
+        self.assertEqual(2, len(first))
+        result = planner.make_plan(snap, opts.PlannerOptions(
+            ceiling=1.5, max_moves=len(first) + 1))
+        self.assertEqual(first, list(result.moves))
+
     def test_nothing_to_do_below_threshold(self):
         hyps, servers = b.three_hosts(hot_servers=4, cool_servers=1)
         snap = b.snapshot(hyps, servers)

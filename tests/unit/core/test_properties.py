@@ -81,8 +81,13 @@ class TestPlannedMovesAreValid(unittest.TestCase):
         test_planner.replay(snap, result, options)
         self.assertLessEqual(result.imbalance_after,
                              result.imbalance_before + 1e-9)
-        self.assertEqual(len(result.moves),
-                         len({m.server_id for m in result.moves}))
+        # A server moves once, or twice within one exchange (parked).
+        labels = {}
+        for move in result.moves:
+            labels.setdefault(move.server_id, []).append(move.exchange)
+        for server_id, seen in labels.items():
+            self.assertTrue(len(seen) == 1 or (
+                len(seen) == 2 and seen[0] and seen[0] == seen[1]), seen)
 
 
 class TestMalformedInputNeverCrashes(unittest.TestCase):
