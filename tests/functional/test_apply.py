@@ -174,6 +174,38 @@ class TestApplyGuards(ApplyTestCase):
                               for r in rows])
             self.assertEqual(target, self.host_of('web-1'))
 
+    def test_an_exchange_runs_whole_in_one_batch(self):
+        # An exchange as the planner writes it when no single move helps:
+        # a busy server of hv01 parks, an idle one takes its place, the busy
+        # one moves on. Its second move follows a migration seconds old.
+        path, document = self.plan_file('--max-moves', '1')
+        busy = document['moves'][0]
+        hosts = {s['Name']: (s['ID'], s['Host']) for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')}
+        idle, (idle_id, cool) = next(
+            (name, where) for name, where in sorted(hosts.items())
+            if name.startswith('idle-') and where[1] != 'hv01')
+        park = next(h for h in DESTINATIONS if h != cool)
+
+        def move(server_id, name, source, destination):
+            return dict(busy, server_id=server_id, server_name=name,
+                        source=source, destination=destination,
+                        destination_host=destination, exchange='exchange 1',
+                        reason='exchange 1 (functional test)')
+        moves = [move(busy['server_id'], busy['server_name'], busy['source'],
+                      park),
+                 move(idle_id, idle, cool, busy['source']),
+                 move(busy['server_id'], busy['server_name'], park, cool)]
+        for wave, entry in enumerate(moves, start=1):
+            entry['wave'] = wave
+        with open(path, 'w') as f:
+            json.dump(dict(document, moves=moves), f)
+        code, rows, err = self.apply(path, '--batch', '1', '--ceiling', '2')
+        self.assertEqual(0, code, err)
+        self.assertEqual(['done'] * 3, [r['Status'] for r in rows], rows)
+        self.assertEqual((cool, 'hv01'), (self.host_of(busy['server_id']),
+                                          self.host_of(idle_id)))
+
     def test_second_run_is_refused(self):
         self.fault_all('slow-incoming', '20')
         first = self.apply_in_background('--batch', '1')
