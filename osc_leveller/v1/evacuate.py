@@ -207,14 +207,18 @@ class _Run:
         """The state once migrations already running out of the hosts end.
 
         They are an earlier drain's (--no-wait, or interrupted): a drain
-        waits for them instead of refusing, as apply would.
+        waits for them instead of refusing, as apply would. A server still
+        MIGRATING counts too: Nova may close the migration record a moment
+        before it clears the server's task.
         """
         deadline = time.monotonic() + self.effective['apply.timeout']
         said = False
         while not self.args.dry_run:
             running = [m for m in executor.in_flight(snapshot, options)
                        if m.source_compute in own]
-            if not running:
+            moving = [s for s in snapshot.servers if s.hypervisor in own
+                      and 'migrating' in (s.status.lower(), s.task_state)]
+            if not running and not moving:
                 break
             if time.monotonic() > deadline:
                 why = '%s out of %s still running after %.0f s' % (
@@ -222,7 +226,7 @@ class _Run:
                     ', '.join(sorted(own)), self.effective['apply.timeout'])
                 self.journal('refused', reason=why)
                 raise apply_cmd.Refused(why)
-            if not said:
+            if not said and running:
                 self.say('Waiting for %s already running out of %s' % (
                     common.plural(len(running), 'migration'),
                     ', '.join(sorted({m.source_compute for m in running}))))

@@ -593,6 +593,20 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertNotIn('hv1', {s['hypervisor']
                                  for s in self.nova.servers.values()})
 
+    def test_a_server_still_migrating_is_waited_for(self):
+        # Nova closed the migration record; the server's task is not clear
+        # yet. The drain waits for it instead of leaving it behind.
+        server = self.nova.servers['id-web0']
+        server.update(status='MIGRATING', task_state='migrating')
+
+        def settle(seconds):
+            server.update(status='ACTIVE', task_state=None)
+        with mock.patch.object(evacuate_cmd.time, 'sleep', settle):
+            code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        self.assertEqual({'done'}, {r['Status'] for r in rows}, rows)
+        self.assertIn('web0', [r['Server'] for r in rows])
+
     def test_another_hosts_migration_still_refuses(self):
         self.nova.live_migrate('id-web0', 'hv2')
         self.nova.servers['id-web0']['hypervisor'] = 'hv3'  # out of hv3
