@@ -36,6 +36,9 @@ FIRST_DESTINATIONS = 12
 EXCHANGE_SOURCES = 2
 EXCHANGE_DESTINATIONS = 6
 EXCHANGE_TRIES = 20
+# The busiest servers of a hot host, the quietest of a cool one: the pairs
+# that can gain most, and a bound on the search on crowded hosts.
+EXCHANGE_SERVERS = 32
 
 
 class _Domain:
@@ -334,9 +337,11 @@ class Planner:
         min_gain = max(self.options.min_gain, 1e-12)
         candidates = []
         for src in hot:
-            outs = self._free(src)
+            outs = sorted(self._free(src), key=lambda sid: (
+                -sum(parts(sid, src)), sid))[:EXCHANGE_SERVERS]
             for dst in cool:
-                ins = self._free(dst)
+                ins = sorted(self._free(dst), key=lambda sid: (
+                    sum(parts(sid, dst)), sid))[:EXCHANGE_SERVERS]
                 if not outs or not ins:
                     continue
                 going = [(a, parts(a, src), parts(a, dst)) for a in outs]
