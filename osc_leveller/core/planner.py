@@ -363,9 +363,9 @@ class Planner:
                                     scores[dst], sum(into)) <= 0:
                             continue
                         drop = spread - (max(0.0, sse - gain) / n) ** 0.5
-                        candidates.append((-drop, a, b, src, dst, gain))
+                        candidates.append((-drop, a, b, src, dst))
         candidates.sort()
-        for neg_drop, a, b, src, dst, gain in candidates[:EXCHANGE_TRIES]:
+        for neg_drop, a, b, src, dst in candidates[:EXCHANGE_TRIES]:
             try:
                 sequence = paths.sequence(
                     self.snapshot, {a: dst, b: src}, self.options,
@@ -375,7 +375,7 @@ class Planner:
             cost = sum(self.snapshot.server(sid).ram_gb
                        + self.options.move_cost_gb for sid, _ in sequence)
             return {'value': -neg_drop / cost, 'sequence': sequence,
-                    'pair': (a, b, src, dst), 'gain': gain}
+                    'pair': (a, b, src, dst)}
         return None
 
     def _free(self, host):
