@@ -5,9 +5,9 @@ moves, with the per-domain CPU and RAM std Watcher's plan claims. Where the
 planner misses it, this says whether any plan of that many moves could
 meet it: it tries every sequence of K moves that osc-leveller's filters
 accept in order, each server at most once as in the planner's plans
-(cooldown off, as in run.py's check of the baselines), and reports how many meet both figures and the closest one (the smallest
-max(CPU / target CPU, RAM / target RAM)), scored exactly as run.py scores
-every plan.
+(cooldown off, as in run.py's check of the baselines), and reports how
+many meet both figures and the closest one (the smallest max(CPU / target
+CPU, RAM / target RAM)), scored exactly as run.py scores every plan.
 
     python benchmarks/reachable.py --hosts 20 --servers 300 --seed 1 \\
         --moves 2 --cpu 0.095 --ram 0.054
