@@ -200,6 +200,18 @@ class TestApplyGuards(ApplyTestCase):
             entry['wave'] = wave
         with open(path, 'w') as f:
             json.dump(dict(document, moves=moves), f)
+
+        def put_back():  # the other tests need hv01 hot
+            for server, host in ((busy['server_id'], busy['source']),
+                                 (idle_id, cool)):
+                if self.host_of(server) != host:
+                    base.openstack('server', 'migrate', '--live-migration',
+                                   '--host', host, '--wait', server,
+                                   parse=False)
+            base.wait_for(lambda: base.openstack(
+                'leveller', 'plan', '--max-moves', '1'), 120, interval=5,
+                message='a plan with a move after the exchange test')
+        self.addCleanup(put_back)
         code, rows, err = self.apply(path, '--batch', '1', '--ceiling', '2')
         self.assertEqual(0, code, err)
         self.assertEqual(['done'] * 3, [r['Status'] for r in rows], rows)
