@@ -146,13 +146,13 @@ def why_not_movable(server, rules):
     return first_reason(SERVER_FILTERS, server, rules)
 
 
-def why_not_movable_again(server, rules):
-    """For a server that its exchange parked a moment ago: every server
-    check but the cooldown, which that parking move started."""
-    return first_reason(_AGAIN, server, rules)
-
-
+# For a server that its exchange parked a moment ago: every server check
+# but the cooldown, which that parking move started.
 _AGAIN = tuple(f for f in SERVER_FILTERS if f is not cooldown)
+
+
+def why_not_movable_again(server, rules):
+    return first_reason(_AGAIN, server, rules)
 
 
 # --- may it move to this hypervisor, in this state? -------------------------

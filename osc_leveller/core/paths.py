@@ -214,8 +214,7 @@ class _Finder:
     def _greedy(self, state, pending, sequence):
         parks = collections.Counter()
         on = collections.defaultdict(set)  # who may park, by hypervisor
-        for sid in (self.movers if self.movers is not None
-                    else (s.id for s in self.snapshot.servers)):
+        for sid in self._candidates():
             on[state.host_of(sid)].add(sid)
 
         def move(sid, dst):
@@ -293,9 +292,7 @@ class _Finder:
                  if h.service.usable and
                  scoring.domain_of(h, self.by_model) in zones]
         inside = set(hosts)
-        servers = [sid for sid in (
-                       self.movers if self.movers is not None
-                       else (s.id for s in self.snapshot.servers))
+        servers = [sid for sid in self._candidates()
                    if state.host_of(sid) in inside and
                    not self.movable(self.snapshot.server(sid), self.rules)]
         every = len(servers)
@@ -344,6 +341,12 @@ class _Finder:
                             total + estimate(after), total, next(tie), after,
                             path + ((sid, dst),)))
         return None, expanded, not narrowed
+
+    def _candidates(self):
+        """Servers that may move or park, if the filters let them."""
+        if self.movers is not None:
+            return self.movers
+        return [s.id for s in self.snapshot.servers]
 
     def _largest(self, sid):
         server = self.snapshot.server(sid)

@@ -337,13 +337,13 @@ class Planner:
         min_gain = max(self.options.min_gain, 1e-12)
         candidates = []
         for src in hot:
+            src_parts = self.state.parts(src)
             outs = sorted(self._free(src), key=lambda sid: (
                 -sum(parts(sid, src)), sid))[:EXCHANGE_SERVERS]
             for dst in cool:
+                dst_parts = self.state.parts(dst)
                 ins = sorted(self._free(dst), key=lambda sid: (
                     sum(parts(sid, dst)), sid))[:EXCHANGE_SERVERS]
-                if not outs or not ins:
-                    continue
                 going = [(a, parts(a, src), parts(a, dst)) for a in outs]
                 coming = [(b, parts(b, dst), parts(b, src)) for b in ins]
                 for a, a_out, a_in in going:
@@ -351,16 +351,15 @@ class Planner:
                         # src gives a and takes b; dst the other way round.
                         out = (a_out[0] - b_in[0], a_out[1] - b_in[1])
                         into = (a_in[0] - b_out[0], a_in[1] - b_out[1])
-                        gain = domain.gain(self.state.parts(src), out,
-                                           self.state.parts(dst), into)
+                        gain = domain.gain(src_parts, out, dst_parts, into)
+                        lost, taken = sum(out), sum(into)
                         # Like a single move (and as apply re-checks it),
                         # the hotter host must end cooler.
                         if gain <= min_gain or max(
-                                scores[src] - sum(out),
-                                scores[dst] + sum(into)) >= scores[src] or \
-                                self._score_gain(
-                                    domain, scores[src], sum(out),
-                                    scores[dst], sum(into)) <= 0:
+                                scores[src] - lost,
+                                scores[dst] + taken) >= scores[src] or \
+                                self._score_gain(domain, scores[src], lost,
+                                                 scores[dst], taken) <= 0:
                             continue
                         drop = spread - (max(0.0, sse - gain) / n) ** 0.5
                         candidates.append((-drop, a, b, src, dst))
@@ -388,13 +387,22 @@ class Planner:
         a, b, src, dst = best['pair']
         self.exchanges += 1
         label = 'exchange %d' % self.exchanges
-        server_a, server_b = (self.snapshot.server(a),
-                              self.snapshot.server(b))
         before = {h: self.state.score(h) for h in (src, dst)}
         mean = domain.mean()
-        after = self.state.copy()
+        moves = []
         for sid, there in best['sequence']:
-            after.apply(sid, there)
+            server = self.snapshot.server(sid)
+            final = dst if sid == a else src
+            if there != final:
+                role = 'parking: %s waits on %s, then goes on to %s' % (
+                    server.label, there, final)
+            else:
+                role = 'this move takes %s to %s' % (server.label, there)
+            moves.append(self._apply(domain, {
+                'server': sid, 'source': self.state.host_of(sid),
+                'destination': there, 'gain': 0.0, 'refused': None},
+                last_wave, reason=role))
+        server_a, server_b = self.snapshot.server(a), self.snapshot.server(b)
         summary = ('%s: %s has score %.2f (domain mean %.2f) and no single '
                    'move lowers the imbalance, so %s (%s) trades places with '
                    '%s (%s) on %s; together they take %s %.2f -> %.2f and %s '
@@ -402,24 +410,11 @@ class Planner:
                        label, src, before[src], mean, server_a.label,
                        _describe(server_a, self.model), server_b.label,
                        _describe(server_b, self.model), dst, src,
-                       before[src], after.score(src), dst, before[dst],
-                       after.score(dst)))
-        moves = []
-        for sid, there in best['sequence']:
-            server = self.snapshot.server(sid)
-            here = self.state.host_of(sid)
-            final = dst if sid == a else src
-            if there != final:
-                role = 'parking: %s waits on %s, then goes on to %s' % (
-                    server.label, there, final)
-            else:
-                role = 'this move takes %s to %s' % (server.label, there)
-            pair = {'value': 0.0, 'server': sid, 'source': here,
-                    'destination': there, 'gain': 0.0, 'refused': None}
-            move = self._apply(domain, pair, last_wave, reason='%s; %s' % (
-                summary, role))
-            moves.append(dataclasses.replace(move, exchange=label))
-        return moves
+                       before[src], self.state.score(src), dst, before[dst],
+                       self.state.score(dst)))
+        return [dataclasses.replace(m, exchange=label,
+                                    reason='%s; %s' % (summary, m.reason))
+                for m in moves]
 
     def _apply(self, domain, best, last_wave, reason=None):
         sid, src, dst = best['server'], best['source'], best['destination']

@@ -220,16 +220,20 @@ class _Run:
                       and 'migrating' in (s.status.lower(), s.task_state)]
             if not running and not moving:
                 break
+            what = '%s out of %s' % (
+                '%s already running' % common.plural(len(running),
+                                                     'migration')
+                if running else
+                '%s still migrating' % common.plural(len(moving), 'server'),
+                ', '.join(sorted({m.source_compute for m in running}
+                                 or {s.hypervisor for s in moving})))
             if time.monotonic() > deadline:
-                why = '%s out of %s still running after %.0f s' % (
-                    common.plural(len(running), 'migration'),
-                    ', '.join(sorted(own)), self.effective['apply.timeout'])
+                why = '%s after %.0f s' % (what,
+                                           self.effective['apply.timeout'])
                 self.journal('refused', reason=why)
                 raise apply_cmd.Refused(why)
-            if not said and running:
-                self.say('Waiting for %s already running out of %s' % (
-                    common.plural(len(running), 'migration'),
-                    ', '.join(sorted({m.source_compute for m in running}))))
+            if not said:
+                self.say('Waiting for %s' % what)
                 said = True
             time.sleep(self.effective['apply.poll_interval'])
             snapshot = self.read()

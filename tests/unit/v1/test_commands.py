@@ -606,6 +606,7 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
         self.assertEqual({'done'}, {r['Status'] for r in rows}, rows)
         self.assertIn('web0', [r['Server'] for r in rows])
+        self.assertIn('Waiting for 1 server still migrating out of hv1', err)
 
     def test_another_hosts_migration_still_refuses(self):
         self.nova.live_migrate('id-web0', 'hv2')
