@@ -16,7 +16,6 @@ from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import model
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
@@ -190,13 +189,14 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
     roots = {rp.name: (rp, inv) for rp, inv in providers
              if not rp.parent_provider_id}
     children = {rp.id: rp for rp, _ in providers if rp.parent_provider_id}
-    in_flight = {m.id for m in migrations
-                 if (m.status or '').lower() not in
-                 model.FINAL_MIGRATION_STATUSES}
 
     docs = []
     left_out = []
-    consumers = {}  # server id -> resources on its root provider
+    # consumer -> {hypervisor: resources on its root provider}. During a
+    # migration the source's allocation belongs to the migration (consumer:
+    # its uuid) and counts in usages; a server's own allocation is the one
+    # on its hypervisor (a rebuild-evacuation holds one on both).
+    consumers = {}
     child_use = {}  # server id -> child providers it allocates from
     for hyp in hypervisors:
         name = hyp['hypervisor_hostname']
@@ -212,8 +212,7 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
             resources = alloc.get('resources', {})
             for rc, amount in resources.items():
                 usages[rc] = usages.get(rc, 0) + amount
-            if consumer not in in_flight:
-                consumers[consumer] = dict(resources)
+            consumers.setdefault(consumer, {})[name] = dict(resources)
         docs.append({
             'name': name,
             'host': host,
@@ -270,8 +269,9 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
             'pinned_availability_zone': server.pinned_availability_zone,
             'blockers': blockers,
         }
-        if server.id in consumers:
-            doc['resources'] = consumers[server.id]
+        held = consumers.get(server.id)
+        if held:
+            doc['resources'] = held.get(node) or next(iter(held.values()))
         server_docs.append(doc)
 
     source = {'kind': 'cloud', 'cloud': cloud, 'region': region}

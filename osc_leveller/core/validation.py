@@ -4,9 +4,15 @@ core/ stays on the standard library, so this checks the subset of JSON Schema
 (draft 2020-12) that our schemas use, and names the bad field in every error:
 ``hypervisors[3].inventories.VCPU.allocation_ratio: must be > 0 (got -1)``.
 The unit tests check that the real ``jsonschema`` agrees with it.
+
+It is stricter than JSON Schema where Python's JSON reader is lax: every
+number, wherever it is, must be finite and at most 2**53 in magnitude
+(``NaN >= 0`` is false, so a NaN would pass any bound), and every string
+valid Unicode (a lone surrogate escape cannot be printed).
 """
 
 import json
+import math
 import re
 from importlib import resources
 
@@ -22,6 +28,8 @@ _TYPES = {
     'boolean': lambda v: isinstance(v, bool),
     'null': lambda v: v is None,
 }
+# The largest integer a float holds exactly: beyond it, amounts lose units.
+MAX_MAGNITUDE = 2 ** 53
 
 
 class ValidationError(ValueError):
@@ -66,7 +74,10 @@ def _fail(path, message):
 
 
 def _short(value):
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an int with more digits than Python prints
+        text = 'a number of over 4,300 digits'
     return text if len(text) <= 40 else text[:37] + '...'
 
 
@@ -78,6 +89,9 @@ def _resolve(root, ref):
 
 
 def _check(value, schema, root, path):
+    if not schema:
+        _check_free(value, path)
+        return
     if '$ref' in schema:
         _check(value, _resolve(root, schema['$ref']), root, path)
     if 'type' in schema:
@@ -93,6 +107,7 @@ def _check(value, schema, root, path):
         _fail(path, 'must be one of %s (got %s)' % (
             ', '.join(_short(v) for v in schema['enum']), _short(value)))
     if isinstance(value, str):
+        _check_text(value, path)
         if len(value) < schema.get('minLength', 0):
             _fail(path, 'must not be empty')
         if 'pattern' in schema and not re.search(schema['pattern'], value):
@@ -101,15 +116,43 @@ def _check(value, schema, root, path):
     elif isinstance(value, dict):
         _check_object(value, schema, root, path)
     elif isinstance(value, list):
-        items = schema.get('items')
-        if items is not None:
-            for index, item in enumerate(value):
-                _check(item, items, root, (path, index))
+        items = schema.get('items', {})
+        for index, item in enumerate(value):
+            _check(item, items, root, (path, index))
     elif _TYPES['number'](value):
         _check_number(value, schema, path)
 
 
+def _check_free(value, path):
+    """Numbers and strings where the schema allows anything."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, (path, key))
+            _check_free(item, (path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_free(item, (path, index))
+    elif isinstance(value, str):
+        _check_text(value, path)
+    elif _TYPES['number'](value):
+        _check_number(value, {}, path)
+
+
+def _check_text(value, path):
+    if not value.isascii():
+        try:
+            value.encode('utf-8')
+        except UnicodeEncodeError:
+            _fail(path, 'is not valid Unicode text (a lone surrogate '
+                  'escape?)')
+
+
 def _check_number(value, schema, path):
+    if isinstance(value, float) and not math.isfinite(value):
+        _fail(path, 'must be a finite number (got %s)' % value)
+    if abs(value) > MAX_MAGNITUDE:
+        _fail(path, 'is out of range (magnitude above 2**53: %s)' %
+              _short(value))
     if 'minimum' in schema and value < schema['minimum']:
         _fail(path, 'must be >= %s (got %s)' % (schema['minimum'], value))
     if 'exclusiveMinimum' in schema and value <= schema['exclusiveMinimum']:
@@ -126,8 +169,13 @@ def _check_object(value, schema, root, path):
     properties = schema.get('properties', {})
     extra = schema.get('additionalProperties', True)
     names = schema.get('propertyNames')
+    free = not properties and extra is True and names is None
     for key, item in value.items():
         item_path = (path, key)
+        _check_text(key, item_path)
+        if free:
+            _check_free(item, item_path)
+            continue
         if names is not None:
             _check(key, names, root, item_path)
         if key in properties:
@@ -136,3 +184,5 @@ def _check_object(value, schema, root, path):
             _fail(item_path, 'is not a known field')
         elif isinstance(extra, dict):
             _check(item, extra, root, item_path)
+        else:
+            _check_free(item, item_path)
