@@ -4,10 +4,13 @@ The executor never trusts a plan: before it starts a migration it reads
 the cloud again and re-checks every move with the planner's own filters
 (server still on the planned source, ACTIVE, idle, outside its cooldown;
 destination still enabled, up and with room; the move still lowers the
-load). A move that no longer holds is skipped with the reason. Success is
-what Nova shows afterwards: the migration record completed AND the server
-ACTIVE, without a task, on the destination host. A failed live migration
-leaves the server ACTIVE on its source, so ACTIVE alone proves nothing.
+load). A move that no longer holds is skipped with the reason. Of a move it
+takes only which server goes from which hypervisor to which: the compute
+host Nova is asked for is the destination hypervisor's host in the cloud
+just read, never a host named in a plan file. Success is what Nova shows
+afterwards: the migration record completed AND the server ACTIVE, without
+a task, on that host and that hypervisor. A failed live migration leaves
+the server ACTIVE on its source, so ACTIVE alone proves nothing.
 
 The cloud is reached only through ``actions`` (see cloud/actions.py):
 snapshot(), live_migrate(server_id, host), cold_migrate(server_id, host),
@@ -136,7 +139,6 @@ class Executor:
                         continue
                 chosen = self._round(pending, snapshot, results,
                                      (units, budget), list(running))
-                snapshot = None  # the next start reads the cloud again
                 # Nothing chosen while moves run: wait for one to end.
                 look = not running
                 for move in chosen:
@@ -145,11 +147,14 @@ class Executor:
                                                're-checked against the cloud')
                         self.journal('would-run', **_move_fields(move))
                         continue
-                    watch = self._start(move, results, running, len(moves))
+                    host = snapshot.hypervisor(move.destination).host
+                    watch = self._start(move, host, results, running,
+                                        len(moves))
                     if watch:
                         running[move] = watch
                     elif self.options.stop_on_error:
                         stopped = True
+                snapshot = None  # the next start reads the cloud again
                 continue
             if not running or not self.options.wait:
                 break
@@ -231,19 +236,17 @@ class Executor:
             destinations.add(move.destination)
         return chosen
 
-    def _start(self, move, results, running, total):
-        """Ask Nova for the migration: its _Watch, or None if refused."""
+    def _start(self, move, host, results, running, total):
+        """Ask Nova to migrate the server to the compute host: its _Watch,
+        or None if refused."""
         since = self.wall()
         number = len(results) + len(running) + 1
-        self.journal('migrate', destination_host=move.destination_host,
-                     **_move_fields(move))
+        self.journal('migrate', destination_host=host, **_move_fields(move))
         try:
             if self._cold(move):
-                self.actions.cold_migrate(move.server_id,
-                                          move.destination_host)
+                self.actions.cold_migrate(move.server_id, host)
             else:
-                self.actions.live_migrate(move.server_id,
-                                          move.destination_host)
+                self.actions.live_migrate(move.server_id, host)
         except ActionError as exc:
             results[move] = Result(move, FAILED, str(exc), 0.0)
             self.journal('failed', reason=str(exc), **_move_fields(move))
@@ -252,7 +255,7 @@ class Executor:
             return None
         self.progress('[%d/%d] %s: migrating' % (number, total,
                                                  _label(move)))
-        return _Watch(number, since, self.clock())
+        return _Watch(number, host, since, self.clock())
 
     def _settle(self, running, results, total):
         """Poll the running moves once; the ones that ended."""
@@ -289,7 +292,7 @@ class Executor:
                     and not watch.confirmed):
                 # A cold migration waits for a confirmation; we asked for
                 # this one, and confirm it once it is on the destination.
-                if server.host == move.destination_host:
+                if _landed(server, move, watch):
                     self.actions.confirm(move.server_id)
                     watch.confirmed = True
                 return None
@@ -309,14 +312,15 @@ class Executor:
             # server leaves VERIFY_RESIZE (compute manager _confirm_resize).
             settled = False
         if settled and mig_status in COMPLETED:
-            if (server.host == move.destination_host
+            if (_landed(server, move, watch)
                     and server.status in model.LIVE_MIGRATABLE_STATUSES
                     + ('SHUTOFF',)):
                 return Result(move, DONE, 'verified on %s' % server.hypervisor,
                               elapsed, mig_id)
             return Result(move, FAILED, 'Nova says %s, but the server is %s '
-                          'on %s' % (mig_status, server.status,
-                                     server.hypervisor), elapsed, mig_id)
+                          'on %s (host %s)' % (
+                              mig_status, server.status, server.hypervisor,
+                              server.host), elapsed, mig_id)
         if settled and mig_status in BROKEN + CANCELLED:
             status = ABORTED if watch.aborted and \
                 mig_status in CANCELLED else FAILED
@@ -348,9 +352,15 @@ class Executor:
         return None
 
 
+def _landed(server, move, watch):
+    """On the compute host Nova was asked for, and on its hypervisor."""
+    return server.host == watch.host and server.hypervisor == move.destination
+
+
 @dataclasses.dataclass
 class _Watch:
     number: int
+    host: str  # the compute host Nova was asked to migrate to
     since: float  # wall-clock time the migration was requested
     started: float  # monotonic
     aborted: bool = False
@@ -373,7 +383,7 @@ def recheck(move, snapshot, state, rules, why_not_movable):
     reason = why_not_movable(server, rules)
     if reason:
         return reason
-    dest = snapshot.find_hypervisor(move.destination)
+    dest = snapshot.hypervisor(move.destination)
     if dest is None:
         return 'the destination %s no longer exists' % move.destination
     reason = filters.why_not_destination(server, dest, state, rules)

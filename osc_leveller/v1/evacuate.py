@@ -225,7 +225,8 @@ class _Run:
                                                      'migration')
                 if running else
                 '%s still migrating' % common.plural(len(moving), 'server'),
-                ', '.join(sorted({m.source_compute for m in running}
+                ', '.join(sorted({_hypervisor(snapshot, m.source_compute)
+                                  for m in running}
                                  or {s.hypervisor for s in moving})))
             if time.monotonic() > deadline:
                 why = '%s after %.0f s' % (what,
@@ -318,6 +319,12 @@ def back_moves(snapshot, hosts):
                 hyp.name, datetime.datetime.fromtimestamp(
                     when, datetime.timezone.utc).strftime('%H:%M:%S UTC'))))
     return sorted(moves, key=lambda m: m.wave)
+
+
+def _hypervisor(snapshot, host):
+    """The hypervisor of a compute host that Nova's migration records name."""
+    hyp = snapshot.find_hypervisor(host)
+    return hyp.name if hyp is not None else host
 
 
 def _rows(results, stay_rows):

@@ -10,10 +10,14 @@ TAKEN_AT = '2026-11-20T12:00:00Z'
 def hypervisor(name, az='az1', model='Gen1', vcpus=32, ram_gb=128,
                cpu=None, ram=None, cpu_ratio=4.0, ram_ratio=1.0,
                reserved_mb=0, status='enabled', state='up', cpu_info=None,
-               **extra):
+               host=None, **extra):
+    """A hypervisor named name (hypervisor_hostname, the Placement
+    resource provider) whose nova-compute service host is another name, as
+    on real clouds (a short host name against an FQDN node name): code that
+    sends or compares the wrong one fails."""
     doc = {
         'name': name,
-        'host': name,
+        'host': host or compute_host(name),
         'availability_zone': az,
         'service': {'status': status, 'state': state},
         'inventories': {
@@ -29,6 +33,10 @@ def hypervisor(name, az='az1', model='Gen1', vcpus=32, ram_gb=128,
         doc['metrics'] = {'cpu': cpu, 'ram': ram if ram is not None else cpu}
     doc.update(extra)
     return doc
+
+
+def compute_host(hypervisor_name):
+    return 'cmp-' + hypervisor_name
 
 
 def server(name, host, vcpus=2, ram_gb=4, cpu=None, ram=None, **extra):

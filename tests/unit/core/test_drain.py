@@ -47,7 +47,7 @@ class TestPlanDrain(unittest.TestCase):
             self.assertEqual(len(dests), len(set(dests)))
         self.assertEqual(sorted(m.wave for m in result.moves),
                          [m.wave for m in result.moves])
-        self.assertIn('drain hv1: hv', result.moves[0].reason)
+        self.assertIn('drain hv1: cmp-hv', result.moves[0].reason)
 
     def test_who_stays_and_why(self):
         hyps, servers = cloud([

@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import time
 import unittest
 
 from osc_leveller.core import executor
@@ -16,21 +17,33 @@ NOW = snapshot_io.parse_time(b.TAKEN_AT)
 class FakeNova:
     """Live migrations that take `polls` looks to finish, or misbehave.
 
-    behaviour[destination] is one of: ok, fail (Nova rolls back: migration
-    error, server ACTIVE on its source), slow (takes five times longer),
-    hang (never ends; an abort cancels
-    it), stuck (never ends, cannot be aborted), refuse (the API call fails),
-    vanish (the server is deleted while it migrates), lie (the migration
-    says completed but the server stayed on its source).
+    It answers like Nova at the microversions cloud/actions.py uses: a
+    migration goes to a compute service HOST (hypervisors here have other
+    names than their hosts, as on real clouds) and an unknown host is
+    refused at the call; anything else is accepted (HTTP 202) and settles
+    later. Migration records name source and destination by host, carry
+    created and updated times, and migration() filters them by type and
+    time as GET /os-migrations does.
+
+    behaviour[destination hypervisor] is one of: ok, refuse (the
+    destination's pre-checks fail after the 2.34 answer: migration error,
+    server ACTIVE on its source), fail (the transfer fails and Nova rolls
+    back: migration failed, server ACTIVE on its source), slow (takes five
+    times longer), hang (never ends; an abort cancels it), stuck (never
+    ends, cannot be aborted), vanish (the server is deleted while it
+    migrates), lie (the migration says completed but the server stayed on
+    its source).
     """
 
-    def __init__(self, hyps, servers, migrations=(), polls=2):
+    def __init__(self, hyps, servers, migrations=(), polls=2,
+                 wall=time.time):
         self.hyps = copy.deepcopy(hyps)
         self.servers = {s['id']: copy.deepcopy(s) for s in servers}
         self.migrations = [dict(m) for m in migrations]
         self.polls = polls
+        self.wall = wall  # the time migration records are stamped with
         self.behaviour = {}
-        self.running = {}  # server id -> [migration, polls left, destination]
+        self.running = {}  # server id -> [migration, polls left, hypervisor]
         self.calls = []
         self.started = []  # (server id, ids already migrating)
         self.confirming = {}  # server id -> polls until it is SHUTOFF
@@ -43,26 +56,32 @@ class FakeNova:
         return b.snapshot(self.hyps, list(self.servers.values()),
                           migrations=self.migrations)
 
-    def live_migrate(self, server_id, host):
+    def host_of(self, hypervisor):
+        return next(h['host'] for h in self.hyps if h['name'] == hypervisor)
+
+    def live_migrate(self, server_id, host, kind='live-migration'):
         self.calls.append(('live_migrate', server_id, host))
-        if self.behaviour.get(host) == 'refuse':
-            raise executor.ActionError('Nova refused the live migration: '
-                                       'No valid host was found.')
+        nodes = [h['name'] for h in self.hyps if h['host'] == host]
+        if not nodes:  # nova/compute/api.py: ComputeHostNotFound, HTTP 400
+            raise executor.ActionError(
+                'Nova refused the live migration: Compute host %s could not '
+                'be found.' % host)
         server = self.servers[server_id]
+        now = snapshot_io.format_time(self.wall())
         migration = {'id': str(len(self.migrations) + 1),
-                     'server_id': server_id, 'status': 'running',
-                     'migration_type': 'live-migration',
-                     'source_compute': server['hypervisor'],
-                     'dest_compute': host, 'created_at': b.TAKEN_AT}
+                     'server_id': server_id, 'status': 'queued',
+                     'migration_type': kind,
+                     'source_compute': self.host_of(server['hypervisor']),
+                     'dest_compute': host, 'created_at': now,
+                     'updated_at': now}
         self.migrations.append(migration)
         server['task_state'] = 'migrating'
         self.started.append((server_id, sorted(self.running)))
         self.running[server_id] = [migration, self.polls * (
-            5 if self.behaviour.get(host) == 'slow' else 1), host]
+            5 if self.behaviour.get(nodes[0]) == 'slow' else 1), nodes[0]]
         self.peak = max(self.peak, len(self.running))
-        for role in (1, 2):
-            hosts = [r[0]['source_compute' if role == 1 else 'dest_compute']
-                     for r in self.running.values()]
+        for role in ('source_compute', 'dest_compute'):
+            hosts = [r[0][role] for r in self.running.values()]
             self.peak_per_host = max(self.peak_per_host, max(
                 hosts.count(h) for h in hosts))
 
@@ -74,8 +93,7 @@ class FakeNova:
                               disabled_reason='' if enabled else reason)
 
     def cold_migrate(self, server_id, host):
-        self.live_migrate(server_id, host)
-        self.running[server_id][0]['migration_type'] = 'migration'
+        self.live_migrate(server_id, host, kind='migration')
 
     def confirm(self, server_id):
         self.calls.append(('confirm', server_id))
@@ -86,37 +104,49 @@ class FakeNova:
         self.confirming[server_id] = self.polls
         migration = [m for m in self.migrations
                      if m['server_id'] == server_id][-1]
-        migration['status'] = 'confirmed'
+        self._set(migration, 'confirmed')
+
+    def _set(self, migration, status):
+        migration['status'] = status
+        migration['updated_at'] = snapshot_io.format_time(self.wall())
 
     def _tick(self, server_id):
         entry = self.running.get(server_id)
         if entry is None:
             return
-        migration, left, host = entry
-        behaviour = self.behaviour.get(host, 'ok')
+        migration, left, node = entry
+        behaviour = self.behaviour.get(node, 'ok')
+        server = self.servers.get(server_id)
+        if behaviour == 'refuse':
+            # The conductor's pre-checks fail: the server never left.
+            del self.running[server_id]
+            server['task_state'] = None
+            self._set(migration, 'error')
+            return
+        if migration['status'] == 'queued':
+            self._set(migration, 'running')
         if behaviour in ('hang', 'stuck') and migration['status'] == 'running':
             return
         if left > 1 and migration['status'] == 'running':
             entry[1] -= 1
             return
-        server = self.servers.get(server_id)
         del self.running[server_id]
         if behaviour == 'vanish':
             del self.servers[server_id]
             return
         server['task_state'] = None
         if migration['status'] == 'cancelling':
-            migration['status'] = 'cancelled'
+            self._set(migration, 'cancelled')
         elif behaviour == 'fail':
-            migration['status'] = 'error'
+            self._set(migration, 'failed')  # _rollback_live_migration
         elif migration['migration_type'] == 'migration':
-            migration['status'] = 'finished'  # until confirmed
+            self._set(migration, 'finished')  # until confirmed
             server['status'] = 'VERIFY_RESIZE'
-            server['hypervisor'] = host
+            server['hypervisor'] = node
         else:
-            migration['status'] = 'completed'
+            self._set(migration, 'completed')
             if behaviour != 'lie':
-                server['hypervisor'] = host
+                server['hypervisor'] = node
 
     def server(self, server_id):
         self._tick(server_id)
@@ -130,10 +160,16 @@ class FakeNova:
                 server['status'] = 'SHUTOFF'
         return executor.ServerView(
             status=server['status'], task_state=server.get('task_state'),
-            host=server['hypervisor'], hypervisor=server['hypervisor'])
+            host=self.host_of(server['hypervisor']),
+            hypervisor=server['hypervisor'])
 
     def migration(self, server_id, since, cold=False):
-        found = [m for m in self.migrations if m['server_id'] == server_id]
+        """Like GET /os-migrations?instance_uuid&migration_type&
+        changes-since (which compares updated_at), newest first."""
+        kind = 'migration' if cold else 'live-migration'
+        found = [m for m in self.migrations if m['server_id'] == server_id
+                 and m['migration_type'] == kind and snapshot_io.parse_time(
+                     m.get('updated_at') or m['created_at']) >= since - 5]
         return executor.MigrationView(id=found[-1]['id'],
                                       status=found[-1]['status']) \
             if found else None
@@ -143,7 +179,7 @@ class FakeNova:
         migration = self.running[server_id][0]
         if self.behaviour.get(self.running[server_id][2]) == 'stuck':
             raise executor.ActionError('abort is not possible now')
-        migration['status'] = 'cancelling'
+        self._set(migration, 'cancelling')
         self.running[server_id][1] = 1
         self.behaviour[self.running[server_id][2]] = 'ok'
 
@@ -179,6 +215,7 @@ class ExecutorTest(unittest.TestCase):
 
     def run_plan(self, moves=None, **options):
         clock = Clock()
+        self.nova.wall = lambda: NOW + clock.now
         self.executor = executor.Executor(
             self.nova, self.planner_options,
             executor.ApplyOptions(**dict({'poll_interval': 1.0}, **options)),
@@ -273,6 +310,7 @@ class TestSuccess(ExecutorTest):
         move = self.plan.moves[0]
         self.nova.servers[move.server_id]['status'] = 'SHUTOFF'
         clock = Clock()
+        self.nova.wall = lambda: NOW + clock.now
         runner = executor.Executor(
             self.nova, self.planner_options,
             executor.ApplyOptions(poll_interval=1.0),
@@ -311,7 +349,7 @@ class TestFailures(ExecutorTest):
         move = self.first_destination('fail')
         results = self.run_plan(max_parallel=1)
         self.assertEqual(executor.FAILED, results[0].status)
-        self.assertIn('migration error; the server is ACTIVE on %s'
+        self.assertIn('migration failed; the server is ACTIVE on %s'
                       % move.source, results[0].reason)
         self.assertEqual(move.source,
                          self.nova.servers[move.server_id]['hypervisor'])
@@ -326,11 +364,27 @@ class TestFailures(ExecutorTest):
         self.assertEqual(executor.FAILED, results[0].status)
         self.assertIn(executor.DONE, self.statuses(results[1:]))
 
-    def test_refused_by_nova(self):
-        self.first_destination('refuse')
+    def test_refused_by_nova_after_it_answered(self):
+        move = self.first_destination('refuse')
         results = self.run_plan(max_parallel=1)
         self.assertEqual(executor.FAILED, results[0].status)
-        self.assertIn('No valid host was found', results[0].reason)
+        self.assertIn('migration error; the server is ACTIVE on %s'
+                      % move.source, results[0].reason)
+        self.assertIn('an earlier move failed', results[1].reason)
+
+    def test_an_unknown_host_is_refused_at_the_call(self):
+        # The destination's compute host was renamed since the read.
+        move = self.plan.moves[0]
+        real = self.nova.live_migrate
+
+        def renamed(server_id, host):
+            return real(server_id, host + '.renamed')
+        self.nova.live_migrate = renamed
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('Compute host %s.renamed could not be found'
+                      % b.compute_host(move.destination), results[0].reason)
+        self.assertEqual(0.0, results[0].duration)
 
     def test_completed_but_still_on_the_source_is_a_failure(self):
         self.first_destination('lie')
@@ -378,6 +432,61 @@ class TestFailures(ExecutorTest):
         self.assertIn('cannot read the cloud: Placement answered HTTP 503',
                       results[1].reason)
         self.assertIn('HTTP 503', self.executor.error)
+
+
+class TestWhatReachesNova(ExecutorTest):
+    """Of a move, Nova sees the server and the destination hypervisor's
+    compute host as the cloud names it now; nothing else of the plan."""
+
+    def migrations_sent(self):
+        return [(c[1], c[2]) for c in self.nova.calls
+                if c[0] == 'live_migrate']
+
+    def test_the_host_is_looked_up_not_read_from_the_move(self):
+        hv4 = next(h for h in self.nova.hyps if h['name'] == 'hv4')
+        moves = [dataclasses.replace(m, destination_host=hv4['host'])
+                 for m in self.plan.moves]
+        results = self.run_plan(moves)
+        self.assertEqual({executor.DONE}, set(self.statuses(results)))
+        self.assertEqual(
+            [(m.server_id, b.compute_host(m.destination))
+             for m in self.plan.moves], self.migrations_sent())
+        self.assertEqual([b.compute_host(m.destination)
+                          for m in self.plan.moves],
+                         [e['destination_host'] for e in self.events(
+                             'migrate')])
+
+    def test_a_renamed_host_is_the_one_asked_for(self):
+        move = self.plan.moves[0]
+        hyp = next(h for h in self.nova.hyps if h['name'] == move.destination)
+        hyp['host'] = 'renamed-host'
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.DONE, results[0].status, results[0].reason)
+        self.assertEqual((move.server_id, 'renamed-host'),
+                         self.migrations_sent()[0])
+
+    def test_landing_on_another_hypervisor_of_the_host_is_a_failure(self):
+        # One compute host, two hypervisors (a node of Ironic or vCenter
+        # style): completed on the host, but not on the planned hypervisor.
+        move = self.plan.moves[0]
+        dest = next(h for h in self.nova.hyps
+                    if h['name'] == move.destination)
+        other = next(h for h in self.nova.hyps if h['name'] not in (
+            move.source, move.destination))
+        other['host'] = dest['host']
+        real = self.nova._tick
+
+        def elsewhere(server_id):
+            real(server_id)
+            if server_id == move.server_id and \
+                    self.nova.servers[server_id]['hypervisor'] == dest['name']:
+                self.nova.servers[server_id]['hypervisor'] = other['name']
+        self.nova._tick = elsewhere
+        results = self.run_plan([move])
+        self.assertEqual(executor.FAILED, results[0].status)
+        self.assertIn('Nova says completed, but the server is ACTIVE on %s '
+                      '(host %s)' % (other['name'], dest['host']),
+                      results[0].reason)
 
 
 class TestStaleMoves(ExecutorTest):

@@ -66,10 +66,10 @@ class TestFindPath(unittest.TestCase):
                           for m in path.moves])
         self.assertEqual([1, 2, 3], [m.wave for m in path.moves])
         self.assertEqual('parking: it leaves hv1 so that another server can '
-                         'arrive there, and goes on to hv2 later; hv3 goes '
-                         '0.07 -> 0.45', path.moves[0].reason)
+                         'arrive there, and goes on to hv2 later; cmp-hv3 '
+                         'goes 0.07 -> 0.45', path.moves[0].reason)
         self.assertEqual('target placement, after parking moves made room; '
-                         'hv1 goes 0.00 -> 0.38', path.moves[1].reason)
+                         'cmp-hv1 goes 0.00 -> 0.38', path.moves[1].reason)
 
     def test_the_smaller_server_parks(self):
         snap = b.snapshot(hosts(3), [

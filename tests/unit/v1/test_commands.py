@@ -551,7 +551,8 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
         self.assertEqual(8, len(rows))
         self.assertEqual({'done'}, {r['Status'] for r in rows})
-        self.assertEqual(('set_service', 'hv1', False, 'RAM swap'),
+        self.assertEqual(('set_service', b.compute_host('hv1'), False,
+                          'RAM swap'),
                          self.nova.calls[0])
         self.assertNotIn('hv1', {s['hypervisor']
                                  for s in self.nova.servers.values()})
@@ -609,9 +610,9 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertIn('Waiting for 1 server still migrating out of hv1', err)
 
     def test_another_hosts_migration_still_refuses(self):
-        self.nova.live_migrate('id-web0', 'hv2')
+        self.nova.live_migrate('id-web0', b.compute_host('hv2'))
         self.nova.servers['id-web0']['hypervisor'] = 'hv3'  # out of hv3
-        self.nova.migrations[-1]['source_compute'] = 'hv3'
+        self.nova.migrations[-1]['source_compute'] = b.compute_host('hv3')
         code, rows, err = self.evacuate(['hv1'])
         self.assertEqual(apply_cmd.EXIT_REFUSED, code)
         self.assertIn('1 migration already running', err)
@@ -679,7 +680,8 @@ class TestEvacuate(SimulatedNovaTest):
         code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
                                          '-f', 'json'])
         self.assertEqual(0, code, err)
-        self.assertEqual(('set_service', 'hv1', True, mock.ANY),
+        self.assertEqual(('set_service', b.compute_host('hv1'), True,
+                          mock.ANY),
                          [c for c in self.nova.calls
                           if c[0] == 'set_service'][-1])
         self.assertEqual({'done'}, {r['Status'] for r in rows})
