@@ -124,13 +124,18 @@ def source_in_scope(server, rules):
     if zones and hyp.availability_zone not in zones:
         return 'its hypervisor %s is outside the selected availability ' \
             'zones' % hyp.name
+
+
+def source_usable(server, rules):
+    hyp = rules.snapshot.hypervisor(server.hypervisor)
     if not hyp.service.usable:
         return 'its hypervisor %s is %s: plan only balances usable ' \
             'hypervisors' % (hyp.name, _service_word(hyp.service))
 
 
 SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
-                  opted_out, project, cooldown, source_in_scope)
+                  opted_out, project, cooldown, source_in_scope,
+                  source_usable)
 
 
 def first_reason(checks, *args):

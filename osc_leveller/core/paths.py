@@ -35,10 +35,11 @@ from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
 # What an operator's target placement still has to respect: what Nova
-# refuses, locks and opt-outs. Cooldown and balancing scope do not apply.
+# refuses, locks and opt-outs, and the projects and hypervisors the options
+# select. The cooldown does not apply, nor "it evens out the load".
 SERVER_FILTERS = (filters.status, filters.task_state, filters.locked,
                   filters.migration_in_flight, filters.blockers,
-                  filters.opted_out)
+                  filters.opted_out, filters.project, filters.source_in_scope)
 # Destination filters that do not depend on what else is on the hypervisor.
 STATIC_FILTERS = (filters.excluded_host, filters.service,
                   filters.availability_zone, filters.cpu_compatible,

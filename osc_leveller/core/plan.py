@@ -131,6 +131,7 @@ def from_document(document, origin='plan'):
         moves = tuple(_move(m) for m in document['moves'])
         kind = document.get('kind', BALANCE)
         _check_chains(moves, kind)
+        _check_exchanges(moves, kind)
         snap = document['snapshot']
         return Plan(
             moves=moves,
@@ -173,6 +174,38 @@ def _check_chains(moves, kind):
                 'server %s moves again in wave %d, not after its previous '
                 'move (wave %d)' % (move.server_id, move.wave, before.wave))
         last[move.server_id] = move
+
+
+def _check_exchanges(moves, kind):
+    """An exchange is what the planner makes and nothing wider: two servers
+    trading places between two hypervisors, in two moves or three (one of
+    them parked on the way). apply counts an exchange as one move of its
+    batch, so a label on other moves would stretch --batch."""
+    groups = {}
+    for index, move in enumerate(moves):
+        if move.exchange:
+            if kind != BALANCE:
+                raise validation.ValidationError(
+                    'moves[%d].exchange' % index,
+                    'a %s plan has no exchanges' % kind)
+            groups.setdefault(move.exchange, []).append((index, move))
+    for label, group in groups.items():
+        where = 'moves[%d].exchange' % group[-1][0]
+        first, last = {}, {}
+        for _, move in group:
+            first.setdefault(move.server_id, move.source)
+            last[move.server_id] = move.destination
+        servers = sorted(first)
+        if len(servers) != 2 or len(group) > 3:
+            raise validation.ValidationError(
+                where, '%s: an exchange is two servers in two or three moves '
+                '(got %d servers in %d moves)' % (label, len(servers),
+                                                  len(group)))
+        a, b = servers
+        if not (first[a] == last[b] and first[b] == last[a]
+                and first[a] != first[b]):
+            raise validation.ValidationError(
+                where, '%s: its two servers do not trade places' % label)
 
 
 def _move(doc):

@@ -45,6 +45,14 @@ class ApplyLeveller(command.Lister):
                  'without it, plan now with the options below (cron mode)')
         common.add_planner_options(parser, snapshot=False)
         parser.add_argument(
+            '--placement-plan', action='store_true', default=False,
+            help='The plan file is a path to a target placement (made by '
+                 '"openstack leveller plan --target-placement"): run its '
+                 'moves as the operator\'s, without the cooldown and '
+                 'without asking that each evens out the load; every other '
+                 'check still holds. Without this flag such a plan is '
+                 'refused')
+        parser.add_argument(
             '--batch', metavar='<count>', type=int,
             help='Start at most this many live migrations (cron: 1)')
         add_run_options(parser, 'Check every move against the live cloud '
@@ -76,18 +84,10 @@ class ApplyLeveller(command.Lister):
 
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
-        plan = self._read_plan(parsed_args.plan_file)
+        plan = _read_plan(parsed_args.plan_file, parsed_args.placement_plan)
         return guarded(self.app, effective, lambda actions, journal:
                        self._apply(parsed_args, effective, plan, actions,
                                    journal))
-
-    def _read_plan(self, path):
-        if not path:
-            return None
-        try:
-            return plan_mod.read(path)
-        except plan_mod.PlanError as exc:
-            raise exceptions.CommandError(str(exc)) from exc
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)
@@ -118,11 +118,7 @@ class ApplyLeveller(command.Lister):
             # An operator's target placement is not balancing: no cooldown,
             # no "still evens out the load"; Nova's own limits still hold.
             check=paths.stale if plan.kind == plan_mod.PLACEMENT else None)
-        try:
-            results = runner.run(plan.moves, snapshot=snapshot)
-        except KeyboardInterrupt:
-            journal('interrupted')
-            raise
+        results = runner.run(plan.moves, snapshot=snapshot)
         problems = [r for r in results if r.status in executor.PROBLEMS]
         if problems or runner.error:
             self.exit_code = EXIT_PROBLEMS
@@ -135,6 +131,30 @@ class ApplyLeveller(command.Lister):
              r.move.destination, r.status,
              None if r.duration is None else round(r.duration, 1), r.reason)
             for i, r in enumerate(results, start=1)]
+
+
+def _read_plan(path, placement):
+    """The plan file's plan; a target placement only when the operator said
+    so on the command line, since it runs without two of the checks."""
+    if path is None:
+        if placement:
+            raise exceptions.CommandError(
+                '--placement-plan needs the plan file to run')
+        return None
+    try:
+        plan = plan_mod.read(path)
+    except plan_mod.PlanError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+    if plan.kind == plan_mod.PLACEMENT and not placement:
+        raise exceptions.CommandError(
+            '%s is a path to a target placement (kind placement): its moves '
+            'need not even out the load and are not held by the cooldown; '
+            'run it with --placement-plan if that is what you want' % path)
+    if placement and plan.kind != plan_mod.PLACEMENT:
+        raise exceptions.CommandError(
+            '--placement-plan: %s is a %s plan, not a path to a target '
+            'placement' % (path, plan.kind))
+    return plan
 
 
 def add_run_options(parser, dry_run_help):
@@ -217,6 +237,9 @@ def guarded(app, effective, body, history_hours=24.0):
                 effective.section('prometheus')),
             history_hours=max(history_hours, effective['cooldown'] + 1))
         return body(actions, journal)
+    except KeyboardInterrupt:
+        journal('interrupted')
+        raise
     finally:
         lock.release()
         journal.close()

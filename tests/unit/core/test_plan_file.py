@@ -103,6 +103,40 @@ class TestPlanFile(unittest.TestCase):
             del move['exchange']
         self.assertEqual(make()[1].moves, plan_mod.from_document(old).moves)
 
+    def test_an_exchange_label_cannot_stretch_a_batch(self):
+        # apply counts an exchange as one move: a label put on other moves
+        # would run them all under --batch 1.
+        document = plan_mod.to_document(make()[1])
+        self.assertGreaterEqual(len(document['moves']), 3)
+
+        def refused(moves):
+            bad = copy.deepcopy(document)
+            for index in moves:
+                bad['moves'][index]['exchange'] = 'exchange 1'
+            with self.assertRaises(plan_mod.PlanError) as ctx:
+                plan_mod.from_document(bad)
+            return str(ctx.exception)
+        self.assertIn('exchange 1: an exchange is two servers in two or three '
+                      'moves (got 3 servers in 3 moves)', refused([0, 1, 2]))
+        self.assertIn('exchange 1: its two servers do not trade places',
+                      refused([0, 1]))
+        placement = copy.deepcopy(document)
+        placement['kind'] = plan_mod.PLACEMENT
+        placement['moves'][0]['exchange'] = 'exchange 1'
+        with self.assertRaises(plan_mod.PlanError) as ctx:
+            plan_mod.from_document(placement)
+        self.assertIn('moves[0].exchange: a placement plan has no exchanges',
+                      str(ctx.exception))
+
+    def test_the_planners_exchanges_load(self):
+        hyps, servers = b.exchange_hosts()
+        the_plan = planner.make_plan(b.snapshot(hyps, servers),
+                                     opts.PlannerOptions(ceiling=1.5))
+        labels = {m.exchange for m in the_plan.moves}
+        self.assertEqual({'exchange 1', 'exchange 2'}, labels)
+        again = plan_mod.from_document(plan_mod.to_document(the_plan))
+        self.assertEqual(the_plan.moves, again.moves)
+
     def _missing(self, tmp):
         with self.assertRaises(plan_mod.PlanError) as ctx:
             plan_mod.read(os.path.join(tmp, 'none.json'))

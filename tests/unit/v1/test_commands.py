@@ -508,6 +508,15 @@ class TestApply(SimulatedNovaTest):
         self.assertEqual({'would run'}, {r['Status'] for r in json.loads(out)})
         self.assertEqual([], self.nova.calls)
 
+    def test_interrupted_while_reading_the_cloud(self):
+        def interrupt():
+            raise KeyboardInterrupt
+        self.nova.snapshot = interrupt
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_INTERRUPTED, code)
+        self.assertEqual(['interrupted'], [e['event']
+                                           for e in self.journal()])
+
     def test_bad_plan_file(self):
         path = self.write('plan.json', '{"format": "nope"}')
         self.assert_command_error(apply_cmd.ApplyLeveller, [path],
@@ -525,12 +534,61 @@ class TestApplyPlacement(SimulatedNovaTest):
         plan_mod.write(paths.make_plan(
             self.nova.snapshot(), {'id-a': 'hv2', 'id-b': 'hv1'},
             core_options.PlannerOptions()), path)
-        code, out, err = self.apply([path, '-f', 'json'])
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [path],
+            '%s is a path to a target placement (kind placement)' % path)
+        self.assertEqual([], self.nova.calls)
+        code, out, err = self.apply([path, '--placement-plan', '-f', 'json'])
         self.assertEqual(apply_cmd.EXIT_DONE, code, err)
         self.assertEqual([('a', 'hv3', 'done'), ('b', 'hv1', 'done'),
                           ('a', 'hv2', 'done')],
                          [(r['Server'], r['Destination'], r['Status'])
                           for r in json.loads(out)])
+
+    def test_a_balancing_plan_edited_into_a_placement_keeps_every_check(self):
+        # kind: placement turns off the cooldown and "it evens out the
+        # load" only when the operator asks on the command line.
+        path = os.path.join(self.tmp.name, 'plan.json')
+        the_plan = test_executor.planner.make_plan(
+            self.nova.snapshot(), core_options.PlannerOptions())
+        document = plan_mod.to_document(the_plan)
+        document['kind'] = plan_mod.PLACEMENT
+        self.write('plan.json', json.dumps(document))
+        self.assert_command_error(apply_cmd.ApplyLeveller, [path],
+                                  '--placement-plan')
+        self.assertEqual([], self.nova.calls)
+
+    def test_placement_plan_flag_needs_a_placement_plan(self):
+        path = os.path.join(self.tmp.name, 'plan.json')
+        plan_mod.write(test_executor.planner.make_plan(
+            self.nova.snapshot(), core_options.PlannerOptions()), path)
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [path, '--placement-plan'],
+            '--placement-plan: %s is a balance plan' % path)
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, ['--placement-plan'],
+            '--placement-plan needs the plan file')
+        self.assertEqual([], self.nova.calls)
+
+    def test_placement_moves_keep_the_project_scope(self):
+        self.nova = test_executor.FakeNova(
+            [b.hypervisor('hv%d' % i, ram_gb=32) for i in (1, 2, 3)],
+            [b.server('a', 'hv1', ram_gb=8, project_id='p2'),
+             b.server('b', 'hv2', ram_gb=8)], polls=1)
+        path = os.path.join(self.tmp.name, 'plan.json')
+        plan_mod.write(paths.make_plan(
+            self.nova.snapshot(), {'id-a': 'hv3', 'id-b': 'hv3'},
+            core_options.PlannerOptions()), path)
+        code, out, err = self.apply([path, '--placement-plan', '--project',
+                                     'p1', '-f', 'json'])
+        rows = {r['Server']: r for r in json.loads(out)}
+        self.assertEqual('skipped', rows['a']['Status'])
+        self.assertIn('project p2 is not among the selected projects',
+                      rows['a']['Reason'])
+        self.assertEqual('done', rows['b']['Status'])
+        self.assertEqual([('live_migrate', 'id-b', b.compute_host('hv3'))],
+                         [c for c in self.nova.calls
+                          if c[0] == 'live_migrate'])
 
 
 class TestEvacuate(SimulatedNovaTest):
