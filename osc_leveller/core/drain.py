@@ -78,7 +78,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
     state = state_mod.new_state(snapshot, options.weights)
     by_model = options.cpu_compatibility == 'model'
     targets = [h for h in snapshot.hypervisors
-               if h.name not in draining and h.service.usable]
+               if h.name not in draining and h.usable]
     leaving = sorted(
         (s for s in snapshot.servers if s.hypervisor in draining),
         key=lambda s: (-s.ram_gb, -s.flavor.vcpus, s.name, s.id))

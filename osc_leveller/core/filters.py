@@ -131,6 +131,9 @@ def source_usable(server, rules):
     if not hyp.service.usable:
         return 'its hypervisor %s is %s: plan only balances usable ' \
             'hypervisors' % (hyp.name, _service_word(hyp.service))
+    if hyp.inconsistency:
+        return 'its hypervisor %s is left out: %s' % (hyp.name,
+                                                      hyp.inconsistency)
 
 
 SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
@@ -186,6 +189,12 @@ def _service_word(service):
 def service(server, dest, state, rules):
     if not dest.service.usable:
         return 'compute service is %s' % _service_word(dest.service)
+
+
+def inventory(server, dest, state, rules):
+    if dest.inconsistency:
+        return 'its inventory contradicts its allocations: %s' % \
+            dest.inconsistency
 
 
 def availability_zone(server, dest, state, rules):
@@ -301,8 +310,9 @@ def ceiling(server, dest, state, rules):
             after, rules.options.ceiling)
 
 
-DESTINATION_FILTERS = (not_source, excluded_host, service, availability_zone,
-                       cpu_compatible, aggregate_extra_specs, tenant_isolation,
+DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
+                       availability_zone, cpu_compatible,
+                       aggregate_extra_specs, tenant_isolation,
                        required_traits, server_groups, capacity, ceiling)
 
 

@@ -100,6 +100,28 @@ class Hypervisor:
         inv = self.inventories.get(resource_class)
         return inv.capacity if inv else 0.0
 
+    @property
+    def inconsistency(self):
+        """Why Placement's figures for it make no sense, or None.
+
+        Allocations on a resource class it has no capacity of (VCPU total 0
+        with servers on it, or every unit reserved): its load would read as
+        many times full, so it is left out of balancing instead.
+        """
+        for rc, used in sorted(self.usages.items()):
+            if used > 0 and self.capacity(rc) <= 0:
+                inv = self.inventories.get(rc)
+                return '%s %d allocated, but %s' % (
+                    rc, used, 'no %s inventory' % rc if inv is None else
+                    'capacity 0 (total %d, reserved %d)' % (inv.total,
+                                                            inv.reserved))
+        return None
+
+    @property
+    def usable(self):
+        """Servers may go there and its score means something."""
+        return self.service.usable and self.inconsistency is None
+
     def usage(self, resource_class):
         return self.usages.get(resource_class, 0)
 

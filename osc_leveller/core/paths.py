@@ -41,7 +41,7 @@ SERVER_FILTERS = (filters.status, filters.task_state, filters.locked,
                   filters.migration_in_flight, filters.blockers,
                   filters.opted_out, filters.project, filters.source_in_scope)
 # Destination filters that do not depend on what else is on the hypervisor.
-STATIC_FILTERS = (filters.excluded_host, filters.service,
+STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
                   filters.availability_zone, filters.cpu_compatible,
                   filters.aggregate_extra_specs, filters.tenant_isolation,
                   filters.required_traits)
@@ -279,7 +279,7 @@ class _Finder:
         found = self._domains.get(domain)
         if found is None:
             found = self._domains[domain] = [
-                h for h in self.snapshot.hypervisors if h.service.usable
+                h for h in self.snapshot.hypervisors if h.usable
                 and scoring.domain_of(h, self.by_model) == domain]
         return found
 
@@ -290,7 +290,7 @@ class _Finder:
         zones = {scoring.domain_of(self.snapshot.hypervisor(
             state.host_of(sid)), self.by_model) for sid in left}
         hosts = [h.name for h in self.snapshot.hypervisors
-                 if h.service.usable and
+                 if h.usable and
                  scoring.domain_of(h, self.by_model) in zones]
         inside = set(hosts)
         servers = [sid for sid in self._candidates()
@@ -401,7 +401,7 @@ class _Finder:
                     (self._stats(self.start), self._stats(state)))
 
     def _stats(self, state):
-        hosts = [h for h in self.snapshot.hypervisors if h.service.usable]
+        hosts = [h for h in self.snapshot.hypervisors if h.usable]
         return scoring.domain_stats(
             {h.name: state.score(h.name) for h in hosts},
             {h.name: scoring.domain_of(h, self.by_model) for h in hosts})

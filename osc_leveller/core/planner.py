@@ -118,7 +118,7 @@ class Planner:
                 self.movable[server.hypervisor].append(server.id)
 
     def _in_scope(self, hyp):
-        return hyp.service.usable and filters.in_scope(hyp, self.options)
+        return hyp.usable and filters.in_scope(hyp, self.options)
 
     def stats(self):
         scores = {h: self.state.score(h) for h in self.scope}

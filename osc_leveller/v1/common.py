@@ -207,10 +207,15 @@ def planner_options(snapshot, effective, app):
     check_zones(snapshot, effective['availability_zones'],
                 effective.sources['availability_zones'])
     left_out = unmeasured(snapshot, effective)
+    say = StderrWriter(app)
     if left_out:
-        StderrWriter(app)('Left out of balancing, no metrics '
-                          '(prometheus.no_metrics: exclude): %s'
-                          % ', '.join(sorted(left_out)))
+        say('Left out of balancing, no metrics (prometheus.no_metrics: '
+            'exclude): %s' % ', '.join(sorted(left_out)))
+    broken = [h for h in snapshot.hypervisors if h.inconsistency]
+    if broken:
+        say('Left out of balancing, inventory contradicts allocations: %s'
+            % '; '.join('%s (%s)' % (h.name, h.inconsistency)
+                        for h in broken))
     try:
         return core_options.from_settings(
             effective, exclude_hosts=frozenset(

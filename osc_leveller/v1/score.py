@@ -40,7 +40,7 @@ class ScoreLeveller(command.Lister):
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         state = state_mod.new_state(snapshot, common.weights(effective))
         by_model = effective['cpu_compatibility'] == core_options.CPU_MODEL
-        usable = [h for h in snapshot.hypervisors if h.service.usable]
+        usable = [h for h in snapshot.hypervisors if h.usable]
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(
             {h.name: state.score(h.name) for h in usable}, domains)
@@ -50,13 +50,19 @@ class ScoreLeveller(command.Lister):
         for line in _summary_lines(snapshot, state, stats, domains):
             say(line)
         names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
-        hottest_first = sorted(snapshot.hypervisors,
-                               key=lambda h: (-state.score(h.name), h.name))
+        # A hypervisor whose figures make no sense has no score: last.
+        hottest_first = sorted(snapshot.hypervisors, key=lambda h: (
+            h.inconsistency is not None,
+            -state.score(h.name) if h.inconsistency is None else 0, h.name))
         return names, [self._host_row(h, state, by_model, parsed_args.long)
                        for h in hottest_first]
 
     def _host_row(self, hyp, state, by_model, long):
         dims = state.dimensions(hyp.name)
+        score = state.score(hyp.name)
+        if hyp.inconsistency:
+            dims = dict.fromkeys(dims)
+            score = None
         cpu_used = state.usage(hyp.name, model.VCPU) + state.usage(
             hyp.name, model.PCPU)
         cpu_cap = hyp.capacity(model.VCPU) + hyp.capacity(model.PCPU)
@@ -72,7 +78,7 @@ class ScoreLeveller(command.Lister):
             columns.PercentColumn(dims['cpu']),
             columns.PercentColumn(dims['ram']),
             columns.PercentColumn(max(pressures) if pressures else None),
-            columns.ScoreColumn(state.score(hyp.name)),
+            columns.ScoreColumn(score),
         )
         if long:
             row += (
@@ -104,6 +110,11 @@ def _summary_lines(snapshot, state, stats, domains):
     if missing:
         yield ('Load from Placement allocations for %d of %d hypervisors '
                '(no metrics for them)' % (missing, len(snapshot.hypervisors)))
+    broken = [h for h in snapshot.hypervisors if h.inconsistency]
+    if broken:
+        yield ('Left out, no score: inventory contradicts allocations: %s'
+               % '; '.join('%s (%s)' % (h.name, h.inconsistency)
+                           for h in broken))
     yield 'Imbalance %.3f over %s:' % (
         scoring.pooled_imbalance(stats),
         common.plural(len(stats), 'balancing domain'))

@@ -112,6 +112,22 @@ class TestDestinationFilters(unittest.TestCase):
         self.assertEqual('compute service is forced down', self.reason(
             {'service': {'forced_down': True}}))
 
+    def test_inventory_that_contradicts_allocations(self):
+        # Placement says VCPU total 0, yet a server allocates 8 there.
+        hyps = pair()
+        hyps[1]['inventories']['VCPU']['total'] = 0
+        servers = [b.server('s1', 'hv1'), b.server('s2', 'hv2', vcpus=8)]
+        self.assertEqual(
+            'its inventory contradicts its allocations: VCPU 8 allocated, '
+            'but capacity 0 (total 0, reserved 0)',
+            check(hyps, servers, 's1', 'hv2'))
+        self.assertEqual(
+            'its hypervisor hv2 is left out: VCPU 8 allocated, but capacity '
+            '0 (total 0, reserved 0)', check(hyps, servers, 's2', 'hv1'))
+        del hyps[1]['inventories']['VCPU']
+        self.assertIn('VCPU 8 allocated, but no VCPU inventory',
+                      check(hyps, servers, 's1', 'hv2'))
+
     def test_availability_zone(self):
         self.assertIn('availability zone az2 differs from the server\'s az1',
                       self.reason({'az': 'az2'}))
@@ -207,8 +223,10 @@ class TestDestinationFilters(unittest.TestCase):
     def test_capacity_missing_inventory_and_max_unit(self):
         servers = [b.server('s1', 'hv1', resources={'VCPU': 2,
                                                     'CUSTOM_FPGA': 1})]
+        hyps = pair()
+        hyps[0]['inventories']['CUSTOM_FPGA'] = {'total': 2}
         self.assertEqual('has no CUSTOM_FPGA inventory',
-                         check(pair(), servers, 's1', 'hv2'))
+                         check(hyps, servers, 's1', 'hv2'))
         hyps = pair()
         hyps[1]['inventories']['VCPU']['max_unit'] = 4
         servers = [b.server('s1', 'hv1', vcpus=8)]

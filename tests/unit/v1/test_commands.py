@@ -125,6 +125,26 @@ class TestScore(CommandTest):
         self.assertEqual(39, sum(r[1] for r in rows))
         self.assertTrue(all(r[7] for r in rows))
 
+    def test_inventory_that_contradicts_allocations_has_no_score(self):
+        # VCPU total 0 with 24 vCPUs allocated would read as 22 times full.
+        hyps, servers = b.three_hosts()
+        hyps[0]['inventories']['VCPU']['total'] = 0
+        path = self.write('s.json', b.document(hyps, servers))
+        _, rows = self.run_cmd(score.ScoreLeveller, ['--snapshot', path])
+        self.assertEqual(['hv2', 'hv3', 'hv1'], [r[0] for r in rows])
+        self.assertIsNone(rows[2][8].machine_readable())
+        self.assertIsNone(rows[2][5].machine_readable())
+        self.assertIn('Left out, no score: inventory contradicts '
+                      'allocations: hv1 (VCPU 24 allocated, but capacity 0 '
+                      '(total 0, reserved 0))', self.app.stderr.getvalue())
+        _, rows = self.run_cmd(score.ScoreLeveller, ['--snapshot', path,
+                                                     '--summary'])
+        self.assertEqual([2], [r[1] for r in rows])  # hv2 and hv3
+        _, moves = self.run_cmd(plan.PlanLeveller, ['--snapshot', path])
+        self.assertEqual([], moves)
+        self.assertIn('Left out of balancing, inventory contradicts '
+                      'allocations: hv1', self.app.stderr.getvalue())
+
     def test_live_cloud_notes_are_shown(self):
         hyps, servers = b.three_hosts()
         document = b.document(hyps, servers)
