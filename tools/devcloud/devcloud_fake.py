@@ -21,6 +21,15 @@
 #   enforce_cpu_compat = true        # refuse live migration to a host that
 #                                    # lacks a cpu feature of the source host
 #   faults_dir = /path               # shared by all computes, see below
+#   nodename = hv01.devcloud.test    # the hypervisor (compute node) name;
+#                                    # empty: the service host, [DEFAULT] host
+#
+# Like a real cloud, the node name may differ from the service host: a short
+# `host` for the compute service (what live migration, aggregates and
+# `availability_zone=az:host` name) against an FQDN node, which is the
+# hypervisor_hostname in os-hypervisors and on servers and the name of the
+# Placement resource provider. A node's name must not change once Nova
+# has recorded it (Nova refuses a known node uuid with another name).
 #
 # Fault injection, switched at run time by files in faults_dir (written by
 # `devcloud fault`), read by the SOURCE compute when a live migration starts:
@@ -72,6 +81,9 @@ opts = [
     cfg.FloatOpt('live_migration_seconds', default=0.0),
     cfg.BoolOpt('enforce_cpu_compat', default=False),
     cfg.StrOpt('faults_dir', default=''),
+    cfg.StrOpt('nodename', default='',
+               help='hypervisor_hostname and resource provider name; '
+                    'empty: the service host'),
 ]
 CONF.register_opts(opts, group='devcloud_fake')
 
@@ -91,7 +103,7 @@ class DevCloudFakeDriver(fake.FakeDriver):
     # --- identity -----------------------------------------------------
     def init_host(self, host):
         self._host = host
-        self._set_nodes([host])
+        self._set_nodes([CONF.devcloud_fake.nodename or host])
         self._adopt_instances(host)
 
     def _adopt_instances(self, host):

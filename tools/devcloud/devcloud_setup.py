@@ -20,6 +20,8 @@ import time
 import openstack
 import yaml
 
+import devcloud_retry  # beside this script
+
 KEYSTONE_PORT = os.environ.get('KEYSTONE_PORT', '5000')
 PORTS = {
     'compute': ('nova', os.environ.get('NOVA_PORT', '8774'), '/v2.1'),
@@ -35,12 +37,15 @@ LOAD_KEYS = {'cpu': 'devcloud:cpu', 'mem': 'devcloud:mem'}
 
 
 def conn():
-    return openstack.connect(
+    # GETs, PUTs and DELETEs retried on a dropped keep-alive connection (CI
+    # lost a `clear` in wait_for_delete to one); POSTs not: see
+    # devcloud_retry.
+    return devcloud_retry.retrying(openstack.connect(
         auth_url='http://127.0.0.1:%s/v3' % KEYSTONE_PORT,
         username='admin', password=os.environ.get('ADMIN_PASSWORD', 'admin'),
         project_name='admin', user_domain_name='Default',
         project_domain_name='Default', region_name='RegionOne',
-        identity_api_version='3', compute_api_version='2.95')
+        identity_api_version='3', compute_api_version='2.95'))
 
 
 def catalog():
@@ -256,11 +261,15 @@ def status():
     for s in c.compute.services():
         print('service %-15s %-10s %-8s %-4s %s' % (
             s.binary, s.host, s.status, s.state, s.availability_zone))
+    # the node (resource provider) names differ from the service hosts
+    hosts = {h.name: (h.service_details or {}).get('host')
+             for h in c.compute.hypervisors(details=True)}
     for rp in c.placement.resource_providers():
         inv = {i.resource_class: (i.total, i.allocation_ratio, i.reserved)
                for i in c.placement.resource_provider_inventories(rp)}
-        print('hypervisor %-8s VCPU %s MEMORY_MB %s' % (
-            rp.name, inv.get('VCPU'), inv.get('MEMORY_MB')))
+        print('hypervisor %-20s host %-8s VCPU %s MEMORY_MB %s' % (
+            rp.name, hosts.get(rp.name), inv.get('VCPU'),
+            inv.get('MEMORY_MB')))
     print('servers: %d' % len(list(c.compute.servers(all_projects=True))))
 
 

@@ -385,15 +385,19 @@ class OpenStackSource(object):
 
     def __init__(self, cloud):
         import openstack  # only needed here: the model and tests do without
-        self.conn = openstack.connect(cloud=cloud)
+
+        import devcloud_retry  # beside this script
+        # Polls every 2 s: GETs retried on a dropped keep-alive connection.
+        self.conn = devcloud_retry.retrying(openstack.connect(cloud=cloud))
 
     def servers(self):
         result = []
         for s in self.conn.compute.servers(details=True, all_projects=True):
             flavor = s.flavor or {}     # embedded (microversion >= 2.47)
             result.append(Server(
-                id=s.id, name=s.name or s.id,
-                host=s.hypervisor_hostname or s.compute_host,
+                # the node, as os-hypervisors and Placement name it (not
+                # the service host, compute_host: they differ)
+                id=s.id, name=s.name or s.id, host=s.hypervisor_hostname,
                 status=(s.status or '').upper(),
                 vcpus=int(_field(flavor, 'vcpus') or 0),
                 ram_mib=int(_field(flavor, 'ram') or 0),
