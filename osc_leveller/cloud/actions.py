@@ -3,11 +3,13 @@
 Every request of one run carries the same global request id, so Nova's logs
 and the journal can be matched. Live migrations go to a named host with
 ``block_migration='auto'`` and never with force: Nova's scheduler still
-checks the destination.
+checks the destination. A request that changes something is never sent
+twice: only reads are retried when they get no answer.
 """
 
 import datetime
 
+import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
@@ -21,20 +23,26 @@ ABORT_VERSION = '2.65'  # abort queued and preparing migrations too
 COLD_MIGRATE_VERSION = '2.56'  # a named host
 SERVICE_VERSION = '2.53'  # services by uuid
 ERRORS = (sdk_exc.SDKException, ksa_exc.ClientException)
+# What a read of an answer that is not Nova's can raise.
+SHAPE = (requests.exceptions.JSONDecodeError, KeyError, TypeError,
+         AttributeError, ValueError)
 
 
 class Actions:
-    def __init__(self, conn, metrics=None, history_hours=24.0):
+    def __init__(self, conn, metrics=None, history_hours=24.0,
+                 retries=collect.RETRIES):
         self.conn = conn  # opened with the run's global request id
         self.metrics = metrics
         self.history_hours = history_hours
+        self.retries = retries
 
     def snapshot(self):
         """The cloud now, as the core model."""
         try:
             return snapshot_io.parse(collect.Collector(
                 self.conn, history_hours=self.history_hours,
-                metrics=self.metrics).collect(), origin='the cloud')
+                metrics=self.metrics, retries=self.retries).collect(),
+                origin='the cloud')
         except (collect.CollectError, snapshot_io.SnapshotError) as exc:
             raise executor.ActionError(str(exc)) from exc
 
@@ -56,8 +64,14 @@ class Actions:
         try:
             response = self.conn.compute.post(
                 '/servers/%s/action' % server_id, json=body,
-                microversion=version)
+                microversion=version, connect_retries=0)
             sdk_exc.raise_from_response(response)
+        except ksa_exc.ConnectTimeout as exc:
+            # Sent, but no answer: Nova may have taken it.
+            raise executor.ActionError(
+                'no answer from Nova to POST /servers/%s/action (%s); it may '
+                'still run: see "openstack server migration list --server '
+                '%s"' % (server_id, _why(exc), server_id)) from exc
         except ERRORS as exc:
             raise executor.ActionError('%s: %s' % (what, _why(exc))) from exc
 
@@ -74,9 +88,9 @@ class Actions:
                 body['disabled_reason'] = reason
             response = self.conn.compute.put(
                 '/os-services/%s' % found[0].id, json=body,
-                microversion=SERVICE_VERSION)
+                microversion=SERVICE_VERSION, connect_retries=0)
             sdk_exc.raise_from_response(response)
-        except ERRORS as exc:
+        except ERRORS + SHAPE as exc:
             raise executor.ActionError(
                 'cannot %s the compute service of %s: %s' % (
                     'enable' if enabled else 'disable', host, _why(exc))
@@ -86,14 +100,15 @@ class Actions:
         """An executor.ServerView, or None once the server is gone."""
         try:
             server = self.conn.compute.get_server(server_id)
+            return executor.ServerView(
+                status=server.status, task_state=server.task_state,
+                host=server.compute_host,
+                hypervisor=server.hypervisor_hostname)
         except sdk_exc.NotFoundException:
             return None
-        except ERRORS as exc:
-            raise executor.ActionError(_why(exc)) from exc
-        return executor.ServerView(
-            status=server.status, task_state=server.task_state,
-            host=server.compute_host,
-            hypervisor=server.hypervisor_hostname)
+        except ERRORS + SHAPE as exc:
+            raise executor.ActionError('Nova GET /servers/%s: %s' % (
+                server_id, _why(exc))) from exc
 
     def migration(self, server_id, since, cold=False):
         """The server's newest migration of that kind updated since then."""
@@ -106,23 +121,26 @@ class Actions:
                     'migration_type': 'migration' if cold else
                     'live-migration',
                     'changes-since': moment.strftime('%Y-%m-%dT%H:%M:%SZ')},
-                microversion=MIGRATIONS_VERSION)
+                microversion=MIGRATIONS_VERSION,
+                connect_retries=self.retries)
             sdk_exc.raise_from_response(response)
-        except ERRORS as exc:
-            raise executor.ActionError(_why(exc)) from exc
-        found = response.json().get('migrations') or []
-        if not found:
-            return None
-        newest = max(found, key=lambda m: (m.get('created_at') or '',
-                                           m.get('id') or 0))
-        return executor.MigrationView(id=str(newest['id']),
-                                      status=newest.get('status') or '')
+            found = response.json()['migrations']
+            if not found:
+                return None
+            newest = max(found, key=lambda m: (str(m.get('created_at') or ''),
+                                               int(m.get('id') or 0)))
+            return executor.MigrationView(id=str(newest['id']),
+                                          status=str(newest.get('status')
+                                                     or ''))
+        except ERRORS + SHAPE as exc:
+            raise executor.ActionError('Nova GET /os-migrations: %s' % _why(
+                exc)) from exc
 
     def abort(self, server_id, migration_id):
         try:
             response = self.conn.compute.delete(
                 '/servers/%s/migrations/%s' % (server_id, migration_id),
-                microversion=ABORT_VERSION)
+                microversion=ABORT_VERSION, connect_retries=0)
             sdk_exc.raise_from_response(response)
         except ERRORS as exc:
             raise executor.ActionError(_why(exc)) from exc
@@ -130,5 +148,7 @@ class Actions:
 
 def _why(exc):
     """Nova's own words, without the URL and request noise."""
-    details = getattr(exc, 'details', None)
-    return details or str(exc)
+    if isinstance(exc, SHAPE) and not isinstance(exc, ERRORS):
+        return 'the answer is not Nova\'s (%s: %s)' % (
+            type(exc).__name__, collect.why(exc))
+    return collect.why(exc)

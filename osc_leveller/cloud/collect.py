@@ -8,14 +8,17 @@ the providers plus two per provider, made in parallel.
 """
 
 import concurrent.futures
+import contextlib
 import datetime
 import json
 
+import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import errors
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
@@ -25,11 +28,12 @@ HYPERVISOR_VERSION = '2.87'
 PLACEMENT_MIN = '1.14'  # root and parent provider uuids
 ALLOCATIONS_VERSION = '1.28'
 GROUP_PAGE = 1000
-WORKERS = 16
-READ_RETRIES = 2  # connection failures on a GET before giving up
+WORKERS = 16  # parallel Placement reads; the connection pool is as large
+RETRIES = 2  # reads that got no answer, sent again (setting cloud.retries)
+MESSAGE = 300  # characters of a service's error text that messages quote
 
 
-class CollectError(Exception):
+class CollectError(errors.LevellerError):
     """The cloud cannot be read; the message says what to do."""
 
 
@@ -37,58 +41,99 @@ def _iso(moment):
     return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-def _get(proxy, url, **kwargs):
+@contextlib.contextmanager
+def reading(what):
+    """Failures while reading or joining one answer, named after it
+    ('Nova GET /servers/detail'): an unreachable service, an error status,
+    a body that is not JSON, or JSON of an unexpected shape."""
+    try:
+        yield
+    except CollectError:
+        raise
+    except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
+        raise CollectError('%s failed: %s' % (what, why(exc))) from exc
+    except requests.exceptions.JSONDecodeError as exc:
+        raise CollectError('%s: the answer is not JSON (%s)' % (
+            what, exc)) from exc
+    except (KeyError, IndexError, TypeError, AttributeError,
+            ValueError) as exc:
+        raise CollectError('%s: the answer has an unexpected shape (%s: %s)'
+                           % (what, type(exc).__name__, _short(exc))) \
+            from exc
+
+
+def why(exc):
+    """The service's own words, without the URL and request noise."""
+    return _short(getattr(exc, 'details', None) or exc)
+
+
+def _short(text):
+    text = str(text)
+    return text if len(text) <= MESSAGE else text[:MESSAGE - 3] + '...'
+
+
+def _get(proxy, url, key, kind, retries=RETRIES, **kwargs):
+    """body[key] of a GET, checked to be a kind (list or dict)."""
     # A GET is safe to send again when a pooled keep-alive connection was
     # closed under it ("Remote end closed connection without response").
-    response = proxy.get(url, connect_retries=READ_RETRIES, **kwargs)
+    response = proxy.get(url, connect_retries=retries, **kwargs)
     sdk_exc.raise_from_response(response)
-    return response.json()
+    body = response.json()
+    if not isinstance(body, dict) or not isinstance(body.get(key), kind):
+        raise TypeError('expected an object with a %s "%s", got %s' % (
+            kind.__name__, key, _short(json.dumps(body)[:80])))
+    return body[key]
 
 
 def check_access(conn):
     """Fail early, and clearly, on old APIs or missing admin rights."""
-    if not sdk_utils.supports_microversion(conn.compute, COMPUTE_MIN):
+    with reading('Nova and Placement version discovery'):
+        compute = sdk_utils.supports_microversion(conn.compute, COMPUTE_MIN)
+        placement = sdk_utils.supports_microversion(conn.placement,
+                                                    PLACEMENT_MIN)
+    if not compute:
         raise CollectError(
             'Nova API microversion %s or later is needed (check '
             '--os-compute-api-version and the cloud\'s Nova release)'
             % COMPUTE_MIN)
-    if not sdk_utils.supports_microversion(conn.placement, PLACEMENT_MIN):
+    if not placement:
         raise CollectError('Placement API microversion %s or later is needed'
                            % PLACEMENT_MIN)
     try:
-        return list(conn.compute.services(binary='nova-compute'))
-    except sdk_exc.ForbiddenException as exc:
-        raise CollectError(
-            'listing compute services was refused: the leveller needs an '
-            'admin role (Nova\'s default policy)') from exc
+        with reading('Nova GET /os-services'):
+            return list(conn.compute.services(binary='nova-compute'))
+    except CollectError as exc:
+        if isinstance(exc.__cause__, sdk_exc.ForbiddenException):
+            raise CollectError(
+                'listing compute services was refused: the leveller needs an '
+                'admin role (Nova\'s default policy)') from exc
+        raise
 
 
 class Collector:
     def __init__(self, conn, history_hours=24.0, workers=WORKERS,
-                 metrics=None):
+                 metrics=None, retries=RETRIES):
         self.conn = conn
         self.history_hours = history_hours
         self.workers = workers
         self.metrics = metrics  # a prometheus.Reader, or None
+        self.retries = retries
 
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
-        try:
-            return self._collect(now or datetime.datetime.now(
-                datetime.timezone.utc))
-        except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
-            raise CollectError('reading the cloud failed: %s' % exc) from exc
-
-    def _collect(self, now):
+        now = now or datetime.datetime.now(datetime.timezone.utc)
         services = check_access(self.conn)
         hypervisors = self._hypervisors()
-        aggregates = list(self.conn.compute.aggregates())
-        servers = list(self.conn.compute.servers(details=True,
-                                                 all_projects=True))
+        with reading('Nova GET /os-aggregates'):
+            aggregates = list(self.conn.compute.aggregates())
+        with reading('Nova GET /servers/detail'):
+            servers = list(self.conn.compute.servers(details=True,
+                                                     all_projects=True))
         groups = self._server_groups()
         since = now - datetime.timedelta(hours=self.history_hours)
-        migrations = list(self.conn.compute.migrations(
-            changes_since=_iso(since)))
+        with reading('Nova GET /os-migrations'):
+            migrations = list(self.conn.compute.migrations(
+                changes_since=_iso(since)))
         providers, allocations = self._placement()
         document = build_document(
             now=now, cloud=getattr(self.conn.config, 'name', None),
@@ -104,38 +149,53 @@ class Collector:
     def _hypervisors(self):
         """Hypervisor details at 2.87, the last version with cpu_info."""
         result, url = [], '/os-hypervisors/detail'
-        while url:
-            body = _get(self.conn.compute, url,
-                        microversion=HYPERVISOR_VERSION)
-            result.extend(body.get('hypervisors', []))
-            url = next((link['href'] for link in
-                        body.get('hypervisors_links', [])
-                        if link.get('rel') == 'next'), None)
-        return [h for h in result if h.get('hypervisor_type') != 'ironic']
+        with reading('Nova GET /os-hypervisors/detail'):
+            while url:
+                response = self.conn.compute.get(
+                    url, connect_retries=self.retries,
+                    microversion=HYPERVISOR_VERSION)
+                sdk_exc.raise_from_response(response)
+                body = response.json()
+                page = body['hypervisors']
+                if not isinstance(page, list):
+                    raise TypeError('"hypervisors" is not a list')
+                result.extend(page)
+                url = next((link['href'] for link in
+                            body.get('hypervisors_links') or []
+                            if link.get('rel') == 'next'), None)
+            return [h for h in result if h.get('hypervisor_type') != 'ironic']
 
     def _server_groups(self):
-        """All groups: the API pages by offset and gives no next link."""
+        """All groups: the API pages by offset and gives no next link, and
+        a page may be shorter than asked for (Nova's max_limit), so the
+        end is the first empty page."""
         groups, offset = [], 0
-        while True:
-            page = _get(self.conn.compute, '/os-server-groups', params={
-                'all_projects': True, 'limit': GROUP_PAGE, 'offset': offset},
-                microversion=COMPUTE_MIN)['server_groups']
-            groups.extend(page)
-            if len(page) < GROUP_PAGE:
-                return groups
-            offset += len(page)
+        with reading('Nova GET /os-server-groups'):
+            while True:
+                page = _get(self.conn.compute, '/os-server-groups',
+                            'server_groups', list, self.retries, params={
+                                'all_projects': True, 'limit': GROUP_PAGE,
+                                'offset': offset}, microversion=COMPUTE_MIN)
+                if not page:
+                    return groups
+                groups.extend(page)
+                offset += len(page)
 
     def _placement(self):
-        providers = list(self.conn.placement.resource_providers())
+        with reading('Placement GET /resource_providers'):
+            providers = list(self.conn.placement.resource_providers())
 
         def read(rp):
-            inventories = _get(self.conn.placement,
-                               '/resource_providers/%s/inventories' % rp.id)
-            allocations = _get(self.conn.placement,
-                               '/resource_providers/%s/allocations' % rp.id,
-                               microversion=ALLOCATIONS_VERSION)
-            return rp.id, inventories['inventories'], \
-                allocations['allocations']
+            url = '/resource_providers/%s/inventories' % rp.id
+            with reading('Placement GET %s' % url):
+                inventories = _get(self.conn.placement, url, 'inventories',
+                                   dict, self.retries)
+            url = '/resource_providers/%s/allocations' % rp.id
+            with reading('Placement GET %s' % url):
+                allocations = _get(self.conn.placement, url, 'allocations',
+                                   dict, self.retries,
+                                   microversion=ALLOCATIONS_VERSION)
+            return rp.id, inventories, allocations
 
         with concurrent.futures.ThreadPoolExecutor(self.workers) as pool:
             results = list(pool.map(read, providers))
@@ -176,19 +236,24 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
 
     Join keys: hypervisor_hostname == provider name == server's
     hypervisor_hostname; service host == aggregate host == server's
-    compute_host.
+    compute_host. A part of an answer that does not have the shape of
+    Nova's or Placement's is a CollectError naming that part.
     """
-    by_host = {s.host: s for s in services}
+    with reading('Nova GET /os-services'):
+        by_host = {s.host: s for s in services}
     host_aggregates = {}
-    for agg in aggregates:
-        for host in agg.hosts or []:
-            host_aggregates.setdefault(host, []).append({
-                'name': agg.name,
-                'metadata': {k: str(v) for k, v in
-                             (agg.metadata or {}).items()}})
-    roots = {rp.name: (rp, inv) for rp, inv in providers
-             if not rp.parent_provider_id}
-    children = {rp.id: rp for rp, _ in providers if rp.parent_provider_id}
+    with reading('Nova GET /os-aggregates'):
+        for agg in aggregates:
+            for host in agg.hosts or []:
+                host_aggregates.setdefault(host, []).append({
+                    'name': agg.name,
+                    'metadata': {k: str(v) for k, v in
+                                 (agg.metadata or {}).items()}})
+    with reading('Placement GET /resource_providers'):
+        roots = {rp.name: (rp, inv) for rp, inv in providers
+                 if not rp.parent_provider_id}
+        children = {rp.id: rp for rp, _ in providers
+                    if rp.parent_provider_id}
 
     docs = []
     left_out = []
@@ -197,108 +262,144 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
     # its uuid) and counts in usages; a server's own allocation is the one
     # on its hypervisor (a rebuild-evacuation holds one on both).
     consumers = {}
-    child_use = {}  # server id -> child providers it allocates from
     for hyp in hypervisors:
-        name = hyp['hypervisor_hostname']
-        host = (hyp.get('service') or {}).get('host') or name
+        with reading('Nova GET /os-hypervisors/detail'):
+            name = hyp['hypervisor_hostname']
+            host = (hyp.get('service') or {}).get('host') or name
         root = roots.get(name)
         if root is None:  # not reported to Placement yet: nothing to plan with
             left_out.append(name)
             continue
         rp, inventory = root
-        service = by_host.get(host)
-        usages = {}
-        for consumer, alloc in allocations.get(rp.id, {}).items():
-            resources = alloc.get('resources', {})
-            for rc, amount in resources.items():
-                usages[rc] = usages.get(rc, 0) + amount
-            consumers.setdefault(consumer, {})[name] = dict(resources)
-        docs.append({
-            'name': name,
-            'host': host,
-            'uuid': rp.id,
-            'availability_zone': getattr(service, 'availability_zone', None),
-            'aggregates': host_aggregates.get(host, []),
-            'service': {
-                'status': getattr(service, 'status', None) or 'disabled',
-                'state': getattr(service, 'state', None) or 'down',
-                'forced_down': bool(getattr(service, 'is_forced_down', False)),
-                'disabled_reason': getattr(service, 'disabled_reason', None),
-            },
-            'inventories': {
+        with reading('Placement GET /resource_providers/%s/allocations'
+                     % rp.id):
+            usages = {}
+            for consumer, alloc in allocations.get(rp.id, {}).items():
+                resources = alloc.get('resources', {})
+                for rc, amount in resources.items():
+                    usages[rc] = usages.get(rc, 0) + amount
+                consumers.setdefault(consumer, {})[name] = dict(resources)
+        with reading('Placement GET /resource_providers/%s/inventories'
+                     % rp.id):
+            inventories = {
                 rc: {k: inv[k] for k in ('total', 'reserved',
                                          'allocation_ratio', 'min_unit',
                                          'max_unit', 'step_size') if k in inv}
-                for rc, inv in inventory.items()},
-            'usages': usages,
-            'cpu': _cpu_info(hyp),
-            'traits': [],
-            'metrics': None,
-        })
+                for rc, inv in inventory.items()}
+        with reading('Nova GET /os-hypervisors/detail (%s)' % name):
+            docs.append(_hypervisor_doc(hyp, host, rp, by_host.get(host),
+                                        host_aggregates, inventories, usages))
+    child_use = {}  # server id -> child providers it allocates from
     for rp_id, rp in children.items():
-        for consumer, alloc in allocations.get(rp_id, {}).items():
-            child_use.setdefault(consumer, set()).add(
-                '%s (%s)' % (rp.name, ', '.join(sorted(alloc['resources']))))
+        with reading('Placement GET /resource_providers/%s/allocations'
+                     % rp_id):
+            for consumer, alloc in allocations.get(rp_id, {}).items():
+                child_use.setdefault(consumer, set()).add('%s (%s)' % (
+                    rp.name, ', '.join(sorted(alloc['resources']))))
 
     known = {d['name'] for d in docs}
     server_docs = []
     for server in servers:
-        node = server.hypervisor_hostname
-        if node not in known:
-            continue  # unplaced (BUILD/ERROR) or on an unknown hypervisor
-        flavor = _flavor(server.flavor or {})
-        blockers = ['allocation on child resource provider %s' % c
-                    for c in sorted(child_use.get(server.id, ()))]
-        if flavor['extra_specs'].get('pci_passthrough:alias'):
-            blockers.append('PCI passthrough device (%s)' %
-                            flavor['extra_specs']['pci_passthrough:alias'])
-        doc = {
-            'id': server.id,
-            'name': server.name,
-            'project_id': server.project_id,
-            'hypervisor': node,
-            'host': server.compute_host,
-            'status': server.status or 'UNKNOWN',
-            'task_state': server.task_state,
-            'locked': bool(server.is_locked),
-            'flavor': flavor,
-            'boot_from_volume': not (server.image and server.image.id),
-            'metadata': {k: str(v) for k, v in
-                         (server.metadata or {}).items()},
-            'tags': list(server.tags or []),
-            'pinned_availability_zone': server.pinned_availability_zone,
-            'blockers': blockers,
-        }
-        held = consumers.get(server.id)
-        if held:
-            doc['resources'] = held.get(node) or next(iter(held.values()))
-        server_docs.append(doc)
+        with reading('Nova GET /servers/detail (server %s)'
+                     % getattr(server, 'id', '?')):
+            if server.hypervisor_hostname in known:
+                server_docs.append(_server_doc(server, child_use,
+                                               consumers.get(server.id)))
+            # else unplaced (BUILD/ERROR) or on an unknown hypervisor
 
     source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
     if left_out:
         source['note'] = ('left out, no resource provider in Placement: %s'
                           % ', '.join(sorted(left_out)))
+    with reading('Nova GET /os-server-groups'):
+        group_docs = [_group_doc(g) for g in groups]
+    with reading('Nova GET /os-migrations'):
+        migration_docs = [_migration_doc(m) for m in migrations
+                          if m.server_id]
     return {
         'format': 'osc-leveller-snapshot/1',
         'taken_at': _iso(now),
         'source': source,
         'hypervisors': docs,
         'servers': server_docs,
-        'server_groups': [{
-            'id': g['id'], 'name': g.get('name'),
-            'project_id': g.get('project_id'),
-            'policy': g['policy'],
-            'rules': {k: int(v) for k, v in (g.get('rules') or {}).items()
-                      if k == 'max_server_per_host'},
-            'members': list(g.get('members') or []),
-        } for g in groups],
-        'migrations': [{
-            'id': m.id, 'server_id': m.server_id, 'status': m.status,
-            'migration_type': m.migration_type,
-            'source_compute': m.source_compute, 'dest_compute': m.dest_compute,
-            'created_at': _timestamp(m.created_at),
-            'updated_at': _timestamp(m.updated_at),
-        } for m in migrations if m.server_id],
+        'server_groups': group_docs,
+        'migrations': migration_docs,
+    }
+
+
+def _hypervisor_doc(hyp, host, rp, service, host_aggregates, inventories,
+                    usages):
+    return {
+        'name': hyp['hypervisor_hostname'],
+        'host': host,
+        'uuid': rp.id,
+        'availability_zone': getattr(service, 'availability_zone', None),
+        'aggregates': host_aggregates.get(host, []),
+        'service': {
+            'status': getattr(service, 'status', None) or 'disabled',
+            'state': getattr(service, 'state', None) or 'down',
+            'forced_down': bool(getattr(service, 'is_forced_down', False)),
+            'disabled_reason': getattr(service, 'disabled_reason', None),
+        },
+        'inventories': inventories,
+        'usages': usages,
+        'cpu': _cpu_info(hyp),
+        'traits': [],
+        'metrics': None,
+    }
+
+
+def _server_doc(server, child_use, held):
+    """held: {hypervisor: resources} of the server's own allocations."""
+    node = server.hypervisor_hostname
+    flavor = _flavor(server.flavor or {})
+    blockers = ['allocation on child resource provider %s' % c
+                for c in sorted(child_use.get(server.id, ()))]
+    if flavor['extra_specs'].get('pci_passthrough:alias'):
+        blockers.append('PCI passthrough device (%s)' %
+                        flavor['extra_specs']['pci_passthrough:alias'])
+    doc = {
+        'id': server.id,
+        'name': server.name,
+        'project_id': server.project_id,
+        'hypervisor': node,
+        'host': server.compute_host,
+        'status': server.status or 'UNKNOWN',
+        'task_state': server.task_state,
+        'locked': bool(server.is_locked),
+        'flavor': flavor,
+        'boot_from_volume': not (server.image and server.image.id),
+        'metadata': {k: str(v) for k, v in
+                     (server.metadata or {}).items()},
+        'tags': list(server.tags or []),
+        'pinned_availability_zone': server.pinned_availability_zone,
+        'blockers': blockers,
+    }
+    if held:
+        doc['resources'] = held.get(node) or next(iter(held.values()))
+    return doc
+
+
+def _group_doc(group):
+    return {
+        'id': group['id'], 'name': group.get('name'),
+        'project_id': group.get('project_id'),
+        'policy': group['policy'],
+        'rules': {k: int(v) for k, v in (group.get('rules') or {}).items()
+                  if k == 'max_server_per_host'},
+        'members': list(group.get('members') or []),
+    }
+
+
+def _migration_doc(migration):
+    return {
+        'id': migration.id, 'server_id': migration.server_id,
+        'status': migration.status,
+        'migration_type': migration.migration_type,
+        'source_compute': migration.source_compute,
+        'dest_compute': migration.dest_compute,
+        'created_at': _timestamp(migration.created_at),
+        'updated_at': _timestamp(migration.updated_at),
     }
 
 

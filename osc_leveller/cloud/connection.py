@@ -4,27 +4,61 @@ The leveller's commands do not make the shell authenticate up front
 (``auth_required = False``), so ``--snapshot`` works with no cloud at all;
 a live run asks for the connection here, with the same cloud selection the
 shell would have used (``--os-cloud``, ``OS_*`` variables, clouds.yaml).
+
+Every request has a connect and a read timeout (settings ``cloud.*``; the
+read timeout is openstacksdk's own ``api_timeout``, which a clouds.yaml
+entry may set), reads that get no answer are retried ``cloud.retries``
+times, and the connection pool holds as many connections as the collector
+has threads, so parallel Placement reads never wait for a free one.
 """
 
 from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import session as ksa_session
 from openstack import connection
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import collect
+from osc_leveller.core import config
 
 
-def open_connection(cloud_config, options, request_id=None):
-    """request_id: a global request id sent with every call (req-<uuid>)."""
+def open_connection(cloud_config, options, settings=None, request_id=None):
+    """settings: the ``cloud`` settings section (connect_timeout,
+    read_timeout, retries); a read_timeout left out is the cloud's own
+    api_timeout, else the default. request_id: a global request id sent
+    with every call (req-<uuid>)."""
+    settings = settings or {}
     try:
         region = cloud_config.get_one(
             cloud=getattr(options, 'cloud', None), argparse=options,
             validate=True, app_name='osc-leveller')
-        return connection.Connection(config=region,
+        read = settings.get('read_timeout') or _api_timeout(region)
+        connect = settings.get(
+            'connect_timeout', config.BY_NAME['cloud.connect_timeout'].default)
+        region.config['api_timeout'] = read
+        region.config['connect_retries'] = settings.get(
+            'retries', config.BY_NAME['cloud.retries'].default)
+        conn = connection.Connection(config=region,
                                      global_request_id=request_id)
     except (sdk_exc.ConfigException, ksa_exc.ClientException) as exc:
         raise collect.CollectError(
             'cannot connect to the cloud: %s (choose one with --os-cloud or '
             'OS_* variables, or plan offline with --snapshot)' % exc) from exc
+    # requests takes a (connect, read) pair where the SDK sets one figure.
+    conn.session.timeout = (connect, read)
+    adapter = ksa_session.TCPKeepAliveAdapter(pool_maxsize=collect.WORKERS)
+    for scheme in ('https://', 'http://'):
+        conn.session.session.mount(scheme, adapter)
+    return conn
+
+
+def _api_timeout(region):
+    """The clouds.yaml entry's api_timeout, checked, else our default."""
+    key = config.BY_NAME['cloud.read_timeout']
+    value = region.config.get('api_timeout')
+    if value is None:
+        return key.default
+    return config.check(key, value, 'clouds.yaml cloud %s: api_timeout'
+                        % region.name, flag=True)
 
 
 def leveller_section(cloud_config, options):

@@ -13,6 +13,8 @@ import urllib.parse
 
 import requests
 
+from osc_leveller.core import errors
+
 # {window} is the smoothing window of rate(); {label} the hypervisor label.
 DEFAULT_QUERIES = {
     'cpu': '1 - avg by ({label}) '
@@ -36,7 +38,7 @@ HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
 RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
 
 
-class PrometheusError(Exception):
+class PrometheusError(errors.LevellerError):
     """Prometheus cannot be asked; the message says why, without secrets."""
 
 
@@ -65,9 +67,10 @@ class Client:
     """
 
     def __init__(self, url, token=None, username=None, password=None,
-                 ca_bundle=None, timeout=10.0, retries=2, session=None):
+                 ca_bundle=None, timeout=10.0, retries=2, session=None,
+                 connect_timeout=5.0):
         self.url = url.rstrip('/')
-        self.timeout = timeout
+        self.timeout = (connect_timeout, timeout)
         self.retries = retries
         self.session = session or requests.Session()
         if token:
@@ -125,18 +128,30 @@ class Client:
                 '%s does not answer like Prometheus (HTTP %d on '
                 '/api/v1/query): check leveller: prometheus: url' % (
                     self.url, response.status_code))
-        data = body.get('data') or {}
-        if data.get('resultType') != 'vector':
+        data = body.get('data')
+        if not isinstance(data, dict) or \
+                data.get('resultType') != 'vector':
             raise PrometheusError(
                 'the query %r must return an instant vector, not %s' % (
-                    promql, data.get('resultType')))
+                    promql, data.get('resultType')
+                    if isinstance(data, dict) else 'no data'))
+        result = data.get('result')
+        if not isinstance(result, list) or not all(
+                isinstance(item, dict) and isinstance(item.get('metric'), dict)
+                for item in result):
+            raise PrometheusError(
+                '%s answered the query %r with a result that is not a list '
+                'of samples with labels (check leveller: prometheus: url)' % (
+                    self.url, promql))
         samples = []
-        for item in data.get('result', []):
+        for item in result:
             try:
                 value = float(item['value'][1])
             except (KeyError, IndexError, TypeError, ValueError):
                 value = math.nan
-            samples.append((item.get('metric', {}), value))
+            labels = {k: v for k, v in item['metric'].items()
+                      if isinstance(v, str)}
+            samples.append((labels, value))
         return samples
 
 
@@ -257,6 +272,7 @@ def reader_from_settings(settings):
     client = Client(clean, token=settings.get('token'), username=username,
                     password=password, ca_bundle=settings.get('ca_bundle'),
                     timeout=settings.get('timeout', 10.0),
+                    connect_timeout=settings.get('connect_timeout', 5.0),
                     retries=settings.get('retries', 2))
     profile = PROFILES[settings.get('profile', 'pressure')]
     queries = {m: q for m, q in DEFAULT_QUERIES.items() if m in profile}

@@ -10,8 +10,12 @@ the layer and the key, so a typo never silently keeps a default.
 import dataclasses
 import difflib
 import math
+import re
+import reprlib
+import string
 import urllib.parse
 
+from osc_leveller.core import errors
 from osc_leveller.core import options
 from osc_leveller.core import scoring
 
@@ -20,9 +24,20 @@ MASK = '******'
 
 FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
     'number', 'integer', 'true/false', 'text', 'list', 'choice')
+URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
+# What a query may name between braces (prometheus.Reader fills them in).
+PLACEHOLDERS = ('window', 'label')
+# Beyond this a number means nothing here, and an int would not fit a float.
+MAX_NUMBER = 2 ** 53
+# How much of a bad value an error message quotes: a YAML alias bomb of a
+# few hundred bytes expands to millions of items.
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = _QUOTE.maxother = 80
+_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 5
+_QUOTE.maxlevel = 3
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.LevellerError, ValueError):
     """A setting is unknown or has the wrong type; the message says where."""
 
 
@@ -39,6 +54,9 @@ class Key:
     additive: bool = False
     # The minimum itself is not allowed either.
     above: bool = False
+    maximum: float = None
+    # Empty text is not a value (a file path that must name a file).
+    required: bool = False
 
 
 PLANNER = options.PlannerOptions()  # the planner's defaults are ours
@@ -81,7 +99,20 @@ KEYS = (
     Key('projects', LIST, (),
         help='Only move servers of these projects (empty: all)'),
 ) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
-    Key('prometheus.url', TEXT, None,
+    Key('cloud.connect_timeout', FLOAT, 10.0, minimum=0, above=True,
+        maximum=3600,
+        help='Seconds to wait for a connection to Keystone, Nova or '
+             'Placement'),
+    Key('cloud.read_timeout', FLOAT, 60.0, minimum=0, above=True,
+        maximum=3600,
+        help='Seconds to wait for each answer of Keystone, Nova or '
+             'Placement (openstacksdk\'s api_timeout)'),
+    Key('cloud.retries', INT, 2, minimum=0, maximum=10,
+        help='Retries of a read from Nova or Placement that got no answer '
+             '(requests that change something are never sent twice); a '
+             'service that stalls fails after about (retries + 1) x '
+             'read_timeout'),
+    Key('prometheus.url', URL, None,
         help='Prometheus base URL; without it load comes from Placement '
              'allocations'),
     Key('prometheus.token', TEXT, None, secret=True,
@@ -91,15 +122,19 @@ KEYS = (
         help='Basic-auth password'),
     Key('prometheus.ca_bundle', TEXT, None,
         help='CA bundle file to verify Prometheus\' TLS certificate'),
-    Key('prometheus.timeout', FLOAT, 10.0, minimum=0,
+    Key('prometheus.connect_timeout', FLOAT, 5.0, minimum=0, above=True,
+        maximum=3600,
+        help='Seconds to wait for a connection to Prometheus'),
+    Key('prometheus.timeout', FLOAT, 10.0, minimum=0, above=True,
+        maximum=3600,
         help='Seconds to wait for each Prometheus answer'),
-    Key('prometheus.retries', INT, 2, minimum=0,
+    Key('prometheus.retries', INT, 2, minimum=0, maximum=10,
         help='Retries of a query that got no answer or HTTP 5xx'),
     Key('prometheus.window', TEXT, '5m',
         help='Smoothing window of rate() in the queries ({window})'),
     Key('prometheus.host_label', TEXT, 'hypervisor',
         help='Label carrying the hypervisor name ({label})'),
-    Key('prometheus.host_pattern', TEXT, '^([^:]+)',
+    Key('prometheus.host_pattern', PATTERN, '^([^:]+)',
         help='Regular expression whose first group is the hypervisor name '
              'in that label (strips ports)'),
     Key('prometheus.profile', CHOICE, 'pressure',
@@ -111,12 +146,12 @@ KEYS = (
         help='A hypervisor without usable metrics is scored from Placement '
              'allocations, or left out of balancing'),
 ) + tuple(
-    Key('prometheus.queries.' + m, TEXT, None,
+    Key('prometheus.queries.' + m, QUERY, None,
         help='PromQL for host %s (empty text: do not query it)'
         % m.replace('_', ' '))
     for m in ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
 ) + tuple(
-    Key('prometheus.server_queries.' + m, TEXT, None,
+    Key('prometheus.server_queries.' + m, QUERY, None,
         help='PromQL for server %s, by label uuid' % m)
     for m in ('cpu', 'ram')
 ) + (
@@ -131,6 +166,7 @@ KEYS = (
     Key('apply.stop_on_error', BOOL, True,
         help='Start no further migration after one failed'),
     Key('apply.lock_file', TEXT, '~/.local/state/osc-leveller/apply.lock',
+        required=True,
         help='Lock held while apply runs, so runs never overlap'),
     Key('apply.journal', TEXT, '~/.local/state/osc-leveller/journal.jsonl',
         help='JSON-lines record of every action (empty text: none)'),
@@ -173,32 +209,20 @@ def _walk(mapping, prefix, where, flat):
 def check(key, value, where, flag=False):
     """The value converted to the key's kind, or ConfigError.
 
-    where names the layer; a flag names the setting itself.
+    where names the layer; a flag names the setting itself. The message
+    quotes a bad value briefly, and never a secret.
     """
     def bad(expected):
-        return ConfigError('%s: %smust be %s (got %r)' % (
-            where, '' if flag else key.name + ': ', expected, value))
+        shown = MASK if key.secret else mask_url(value) \
+            if key.kind == URL and isinstance(value, str) else value
+        return ConfigError('%s: %smust be %s (got %s)' % (
+            where, '' if flag else key.name + ': ', expected,
+            _QUOTE.repr(shown)))
 
     if value is None:
         return None
     if key.kind in (FLOAT, INT):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if not isinstance(value, str):
-                raise bad('a number')
-            try:
-                value = float(value)
-            except ValueError:
-                raise bad('a number') from None
-        if key.kind == INT:
-            if value != int(value):
-                raise bad('a whole number')
-            value = int(value)
-        elif not math.isfinite(value):
-            raise bad('a finite number')
-        if key.minimum is not None and (
-                value < key.minimum or key.above and value == key.minimum):
-            raise bad('%s %g' % ('>' if key.above else '>=', key.minimum))
-        return float(value) if key.kind == FLOAT else value
+        return _number(key, value, bad)
     if key.kind == BOOL:
         if not isinstance(value, bool):
             raise bad('true or false')
@@ -206,14 +230,80 @@ def check(key, value, where, flag=False):
     if key.kind == LIST:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(
-                isinstance(i, str) for i in items):
+                isinstance(i, str) and _printable(i) for i in items):
             raise bad('a list of names')
         return tuple(items)
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not _printable(value):
         raise bad('text')
+    if key.required and not value:
+        raise bad('a file name, not empty')
     if key.kind == CHOICE and value not in key.choices:
         raise bad(' or '.join(key.choices))
+    if key.kind == URL and value:
+        _url(value, bad)
+    if key.kind == PATTERN:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise bad('a regular expression (%s)' % exc) from None
+    if key.kind == QUERY and value:
+        _query(value, bad)
     return value
+
+
+def _number(key, value, bad):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not isinstance(value, str):
+            raise bad('a number')
+        try:
+            value = float(value)
+        except ValueError:
+            raise bad('a number') from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise bad('a finite number of at most 2**53')
+    if key.kind == INT:
+        if value != int(value):
+            raise bad('a whole number')
+        value = int(value)
+    if key.minimum is not None and (
+            value < key.minimum or key.above and value == key.minimum):
+        raise bad('%s %g' % ('>' if key.above else '>=', key.minimum))
+    if key.maximum is not None and value > key.maximum:
+        raise bad('<= %g' % key.maximum)
+    return float(value) if key.kind == FLOAT else value
+
+
+def _printable(text):
+    """Text the terminal can show: no lone surrogate (from a JSON escape)."""
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _url(value, bad):
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # raises on a port that is not a number
+    except ValueError as exc:
+        raise bad('an http or https URL (%s)' % exc) from None
+    if parts.scheme not in ('http', 'https') or not parts.hostname:
+        raise bad('an http or https URL with a host name')
+
+
+def _query(value, bad):
+    """The query's {placeholders} are the known ones; {{ }} are braces."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(value)
+                 if name is not None]
+    except ValueError as exc:
+        raise bad('PromQL with {window} or {label} placeholders and {{ }} '
+                  'for braces (%s)' % exc) from None
+    unknown = [n for n in names if n not in PLACEHOLDERS]
+    if unknown:
+        raise bad('PromQL whose placeholders are {window} and {label}, not '
+                  '{%s}; write braces of PromQL as {{ }}' % unknown[0])
 
 
 def weight_flags(pairs, where='--weight'):

@@ -21,6 +21,7 @@ abort(server_id, migration_id).
 import dataclasses
 import time
 
+from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import state as state_mod
@@ -43,7 +44,7 @@ ABORTABLE = ('queued', 'preparing', 'running')
 ABORT_GRACE = 120.0  # seconds to let Nova roll back after an abort
 
 
-class ActionError(Exception):
+class ActionError(errors.LevellerError):
     """Nova refused or could not be asked; the message says why."""
 
 

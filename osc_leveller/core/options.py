@@ -2,12 +2,17 @@
 
 import dataclasses
 
+from osc_leveller.core import errors
 from osc_leveller.core import scoring
 
 CPU_MODEL = 'model'
 CPU_FEATURES = 'features'
 
 OPT_OUT_KEY = 'leveller:exclude'
+
+
+class OptionsError(errors.LevellerError, ValueError):
+    """Options that make no sense together; the message names them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +39,7 @@ class PlannerOptions:
     now: float = None
 
     def validate(self):
-        """Raise ValueError naming the first option that makes no sense."""
+        """Raise OptionsError naming the first option that makes no sense."""
         checks = (
             ('threshold', self.threshold >= 0),
             ('min-gain', self.min_gain >= 0),
@@ -45,23 +50,23 @@ class PlannerOptions:
         )
         for name, ok in checks:
             if not ok:
-                raise ValueError('--%s must not be negative%s' % (
+                raise OptionsError('--%s must not be negative%s' % (
                     name, ' or zero' if name == 'ceiling' else ''))
         check_weights(self.weights)
         if self.cpu_compatibility not in (CPU_MODEL, CPU_FEATURES):
-            raise ValueError('--cpu-compatibility must be %s or %s' % (
+            raise OptionsError('--cpu-compatibility must be %s or %s' % (
                 CPU_MODEL, CPU_FEATURES))
         return self
 
 
 def check_weights(weights):
     if weights['cpu'] + weights['ram'] <= 0:
-        raise ValueError('the cpu and ram weights cannot both be 0')
+        raise OptionsError('the cpu and ram weights cannot both be 0')
     return weights
 
 
 def weights_of(settings):
-    """{dimension: weight} from a core.config.Settings; ValueError if bad."""
+    """{dimension: weight} from a core.config.Settings; OptionsError if bad."""
     return check_weights({d: settings['weights.' + d]
                           for d in scoring.DIMENSIONS})
 

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import time
 
+from osc_leveller.core import errors
 from osc_leveller.core import executor
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
@@ -51,7 +52,7 @@ PARKS_PER_SERVER = 2
 STEP = 0.001  # GiB added per move, so fewer moves win a tie in GiB
 
 
-class PathError(ValueError):
+class PathError(errors.LevellerError, ValueError):
     """No valid sequence reaches the target; the message says why."""
 
 

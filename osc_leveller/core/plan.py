@@ -10,6 +10,8 @@ import dataclasses
 import hashlib
 import json
 
+from osc_leveller.core import errors
+from osc_leveller.core import files
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import validation
 
@@ -20,7 +22,7 @@ BALANCE = 'balance'
 PLACEMENT = 'placement'  # a path to a target placement; may park servers
 
 
-class PlanError(ValueError):
+class PlanError(errors.LevellerError, ValueError):
     """A plan file cannot be used; the message says why and where."""
 
 
@@ -216,22 +218,20 @@ def _move(doc):
 
 
 def write(plan, path):
-    with open(path, 'w', encoding='utf-8') as f:
-        json.dump(to_document(plan), f, indent=2, sort_keys=True)
-        f.write('\n')
+    files.write_atomic(path, json.dumps(to_document(plan), indent=2,
+                                        sort_keys=True) + '\n', 'plan file')
 
 
 def read(path):
     try:
-        with open(path, encoding='utf-8') as f:
-            document = json.load(f)
-    except FileNotFoundError:
-        raise PlanError('plan file %s does not exist' % path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError('cannot read plan file %s: %s' % (path, exc)) from exc
-    except ValueError as exc:
-        raise PlanError('%s is not valid JSON: %s' % (path, exc)) from exc
+        document = files.parse_json(files.read_text(path, 'plan file'), path)
+    except files.FileError as exc:
+        raise PlanError(str(exc)) from None
     if not isinstance(document, dict) or document.get('format') != FORMAT:
         raise PlanError('%s is not an osc-leveller plan (format %r expected)'
                         % (path, FORMAT))
-    return from_document(document, origin=path)
+    try:
+        return from_document(document, origin=path)
+    except RecursionError:
+        raise PlanError('%s is nested too deeply to be a plan' % path) \
+            from None

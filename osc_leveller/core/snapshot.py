@@ -10,8 +10,11 @@ import dataclasses
 import datetime
 import json
 import math
+import os
 from importlib import resources
 
+from osc_leveller.core import errors
+from osc_leveller.core import files
 from osc_leveller.core import model
 from osc_leveller.core import validation
 from osc_leveller.core import watcher_cluster
@@ -20,7 +23,7 @@ FORMAT = 'osc-leveller-snapshot/1'
 DEMO = 'demo'
 
 
-class SnapshotError(ValueError):
+class SnapshotError(errors.LevellerError, ValueError):
     """The snapshot cannot be used; the message says why and where."""
 
 
@@ -31,20 +34,16 @@ def load(ref):
             'demo-snapshot.json').read_text(encoding='utf-8')
         return parse(json.loads(text), origin='the demo snapshot')
     try:
-        with open(ref, encoding='utf-8') as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise SnapshotError(
-            'snapshot file %s does not exist (use --snapshot demo for the '
-            'bundled demo)' % ref) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotError(
-            'cannot read snapshot file %s: %s' % (ref, exc)) from exc
+        text = files.read_text(ref, 'snapshot file')
+    except files.FileError as exc:
+        if not os.path.exists(ref):
+            raise SnapshotError('%s (use --snapshot demo for the bundled '
+                                'demo)' % exc) from None
+        raise SnapshotError(str(exc)) from None
     try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise SnapshotError('%s is not valid JSON: %s' % (ref, exc)) from exc
-    return parse(document, origin=ref)
+        return parse(files.parse_json(text, ref), origin=ref)
+    except files.FileError as exc:
+        raise SnapshotError(str(exc)) from None
 
 
 def parse(document, origin='snapshot'):
@@ -70,6 +69,9 @@ def parse(document, origin='snapshot'):
         return _build(document)
     except validation.ValidationError as exc:
         raise SnapshotError('%s: %s' % (origin, exc)) from exc
+    except RecursionError:
+        raise SnapshotError('%s is nested too deeply to be a snapshot'
+                            % origin) from None
 
 
 def parse_time(text, path='timestamp'):

@@ -16,6 +16,8 @@ import math
 import re
 from importlib import resources
 
+from osc_leveller.core import errors
+
 _TYPES = {
     'object': lambda v: isinstance(v, dict),
     'array': lambda v: isinstance(v, list),
@@ -32,7 +34,7 @@ _TYPES = {
 MAX_MAGNITUDE = 2 ** 53
 
 
-class ValidationError(ValueError):
+class ValidationError(errors.LevellerError, ValueError):
     """A document does not match its schema; str() names the field."""
 
     def __init__(self, path, message):

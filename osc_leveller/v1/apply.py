@@ -82,19 +82,18 @@ class ApplyLeveller(command.Lister):
             return EXIT_INTERRUPTED
         return self.exit_code
 
+    @common.boundary
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
-        plan = _read_plan(parsed_args.plan_file, parsed_args.placement_plan)
+        plan = _read_plan(common.given(parsed_args, 'plan_file'),
+                          parsed_args.placement_plan)
         return guarded(self.app, effective, lambda actions, journal:
                        self._apply(parsed_args, effective, plan, actions,
                                    journal))
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)
-        try:
-            snapshot = actions.snapshot()
-        except executor.ActionError as exc:
-            raise exceptions.CommandError(str(exc)) from exc
+        snapshot = actions.snapshot()
         if snapshot.source.get('note'):
             say('Note: %s' % snapshot.source['note'])
         options = common.planner_options(snapshot, effective, self.app)
@@ -141,10 +140,7 @@ def _read_plan(path, placement):
             raise exceptions.CommandError(
                 '--placement-plan needs the plan file to run')
         return None
-    try:
-        plan = plan_mod.read(path)
-    except plan_mod.PlanError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    plan = plan_mod.read(path)
     if plan.kind == plan_mod.PLACEMENT and not placement:
         raise exceptions.CommandError(
             '%s is a path to a target placement (kind placement): its moves '
@@ -232,10 +228,11 @@ def guarded(app, effective, body, history_hours=24.0):
             raise exceptions.CommandError('cannot take the lock %s: %s' % (
                 lock.path, exc)) from exc
         actions = actions_mod.Actions(
-            common.open_connection(app, run_id),
+            common.open_connection(app, effective, run_id),
             metrics=prometheus.reader_from_settings(
                 effective.section('prometheus')),
-            history_hours=max(history_hours, effective['cooldown'] + 1))
+            history_hours=max(history_hours, effective['cooldown'] + 1),
+            retries=effective['cloud.retries'])
         return body(actions, journal)
     except KeyboardInterrupt:
         journal('interrupted')

@@ -1,5 +1,7 @@
 """Options and helpers shared by the leveller commands."""
 
+import functools
+
 import yaml
 from osc_lib import exceptions
 
@@ -7,6 +9,8 @@ from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import config
+from osc_leveller.core import errors
+from osc_leveller.core import files
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
 
@@ -23,6 +27,39 @@ FLAG_KEYS = {
     'timeout': 'apply.timeout', 'stop_on_error': 'apply.stop_on_error',
     'lock_file': 'apply.lock_file', 'journal': 'apply.journal',
 }
+
+
+def boundary(take_action):
+    """The one place where an expected failure (core.errors.LevellerError:
+    a file, field, setting or cloud answer that is wrong) becomes the
+    OpenStackClient error the shell prints, exit code 1. Messages may quote
+    what came from outside, so they are made printable first."""
+    @functools.wraps(take_action)
+    def run(self, parsed_args):
+        try:
+            return take_action(self, parsed_args)
+        except (errors.LevellerError, exceptions.CommandError) as exc:
+            text = printable(str(exc))
+            if isinstance(exc, exceptions.CommandError) and \
+                    text == str(exc):
+                raise
+            raise exceptions.CommandError(text) from exc
+    return run
+
+
+def printable(text):
+    """Text any terminal takes: a lone surrogate becomes its escape."""
+    return text.encode('utf-8', 'backslashreplace').decode('utf-8')
+
+
+def given(parsed_args, name):
+    """An optional file or server argument: None when not given, and an
+    error when given empty (an empty shell variable, say)."""
+    value = getattr(parsed_args, name, None)
+    if value is not None and not value.strip():
+        raise exceptions.CommandError('--%s: needs a value, got an empty '
+                                      'one' % name.replace('_', '-'))
+    return value
 
 
 def default_text(key):
@@ -82,46 +119,42 @@ def add_cpu_compatibility_option(parser):
 def settings(parsed_args, app):
     """Defaults < clouds.yaml leveller: < --config FILE < flags."""
     layers = []
-    try:
-        name, section = connection.leveller_section(app.cloud_config,
-                                                    app.options)
-        if section:
-            layers.append(('clouds.yaml (%s)' % name, config.flatten(
-                section, 'clouds.yaml cloud %s: leveller' % name)))
-        path = getattr(parsed_args, 'config', None)
-        if path:
-            where = '--config %s' % path
-            layers.append((where, config.flatten(read_yaml(path), where)))
-        for dest, key in FLAG_KEYS.items():
-            value = getattr(parsed_args, dest, None)
-            if value is not None:
-                flag = '--' + dest.replace('_', '-')
-                layers.append((flag, {key: config.check(
-                    config.BY_NAME[key], value, flag, flag=True)}))
-        if getattr(parsed_args, 'weight', None):
-            layers.append(('--weight', config.weight_flags(
-                parsed_args.weight)))
-        if getattr(parsed_args, 'no_prometheus', False):
-            layers.append(('--no-prometheus', {'prometheus.url': ''}))
-    except config.ConfigError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    name, section = connection.leveller_section(app.cloud_config,
+                                                app.options)
+    if section:
+        layers.append(('clouds.yaml (%s)' % name, config.flatten(
+            section, 'clouds.yaml cloud %s: leveller' % name)))
+    path = given(parsed_args, 'config')
+    if path is not None:
+        where = '--config %s' % path
+        document = read_yaml(path, '--config')
+        if isinstance(document, dict) and list(document) == ['leveller']:
+            document = document['leveller']
+        layers.append((where, config.flatten(document or {}, where)))
+    for dest, key in FLAG_KEYS.items():
+        value = getattr(parsed_args, dest, None)
+        if value is not None:
+            flag = '--' + dest.replace('_', '-')
+            layers.append((flag, {key: config.check(
+                config.BY_NAME[key], value, flag, flag=True)}))
+    if getattr(parsed_args, 'weight', None):
+        layers.append(('--weight', config.weight_flags(parsed_args.weight)))
+    if getattr(parsed_args, 'no_prometheus', False):
+        layers.append(('--no-prometheus', {'prometheus.url': ''}))
     return config.Settings(layers)
 
 
-def read_yaml(path):
-    """The settings mapping of a --config file; a bare or wrapped section."""
+def read_yaml(path, option):
+    """The document of a YAML (or JSON) file an option names."""
+    text = files.read_text(path, '%s file' % option)
     try:
-        with open(path, encoding='utf-8') as f:
-            document = yaml.safe_load(f)
-    except OSError as exc:
-        raise exceptions.CommandError('--config %s: cannot read it: %s' % (
-            path, exc.strerror or exc)) from exc
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise exceptions.CommandError('--config %s: not valid YAML: %s' % (
-            path, exc)) from exc
-    if isinstance(document, dict) and list(document) == ['leveller']:
-        document = document['leveller']
-    return document or {}
+        raise exceptions.CommandError('%s %s: not valid YAML: %s' % (
+            option, path, exc)) from None
+    except RecursionError:
+        raise exceptions.CommandError('%s %s: nested too deeply' % (
+            option, path)) from None
 
 
 def plural(count, noun):
@@ -134,45 +167,37 @@ def add_long_option(parser):
         help='List additional fields in output')
 
 
-def open_connection(app, request_id=None):
-    try:
-        return connection.open_connection(app.cloud_config, app.options,
-                                          request_id)
-    except collect.CollectError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+def open_connection(app, effective, request_id=None):
+    cloud = effective.section('cloud')
+    if effective.sources['cloud.read_timeout'] == config.DEFAULT:
+        del cloud['read_timeout']  # the cloud's own api_timeout, if set
+    return connection.open_connection(app.cloud_config, app.options, cloud,
+                                      request_id)
 
 
 def load_snapshot(parsed_args, app, effective):
     """The --snapshot file, or the live cloud the shell was pointed at."""
-    try:
-        if parsed_args.snapshot:
-            snap = snapshot_io.load(parsed_args.snapshot)
-        else:
-            snap = snapshot_io.parse(read_cloud(app, effective),
-                                     origin='the cloud')
-    except snapshot_io.SnapshotError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    path = given(parsed_args, 'snapshot')
+    if path is not None:
+        snap = snapshot_io.load(path)
+    else:
+        snap = snapshot_io.parse(read_cloud(app, effective),
+                                 origin='the cloud')
     if snap.source.get('note'):
         StderrWriter(app)('Note: %s' % snap.source['note'])
     return snap
 
 
 def read_cloud(app, effective):
-    """The live cloud as a snapshot document, or CommandError."""
-    try:
-        conn = connection.open_connection(app.cloud_config, app.options)
-        metrics = prometheus.reader_from_settings(
-            effective.section('prometheus'))
-        return collect.Collector(conn, metrics=metrics).collect()
-    except collect.CollectError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    """The live cloud as a snapshot document."""
+    conn = open_connection(app, effective)
+    metrics = prometheus.reader_from_settings(effective.section('prometheus'))
+    return collect.Collector(conn, metrics=metrics,
+                             retries=effective['cloud.retries']).collect()
 
 
 def weights(effective):
-    try:
-        return core_options.weights_of(effective)
-    except ValueError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    return core_options.weights_of(effective)
 
 
 def check_hosts(snapshot, names, where):
@@ -216,12 +241,9 @@ def planner_options(snapshot, effective, app):
         say('Left out of balancing, inventory contradicts allocations: %s'
             % '; '.join('%s (%s)' % (h.name, h.inconsistency)
                         for h in broken))
-    try:
-        return core_options.from_settings(
-            effective, exclude_hosts=frozenset(
-                effective['exclude_hosts']) | left_out)
-    except ValueError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
+    return core_options.from_settings(
+        effective, exclude_hosts=frozenset(effective['exclude_hosts'])
+        | left_out)
 
 
 def add_planner_options(parser, snapshot=True):

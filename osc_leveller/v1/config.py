@@ -18,6 +18,7 @@ class ShowConfig(command.Lister):
         common.add_planner_options(parser)
         return parser
 
+    @common.boundary
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
         rows = []

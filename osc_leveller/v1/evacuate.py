@@ -84,6 +84,7 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
                  'still fit')
         return parser
 
+    @common.boundary
     def take_action(self, parsed_args):
         if not parsed_args.wait and parsed_args.cold_migrate_stopped:
             raise exceptions.CommandError(
@@ -108,10 +109,7 @@ class _Run:
         self.say = common.StderrWriter(command.app)
 
     def read(self):
-        try:
-            return self.actions.snapshot()
-        except executor.ActionError as exc:
-            raise exceptions.CommandError(str(exc)) from exc
+        return self.actions.snapshot()
 
     def go(self):
         snapshot = self.read()
@@ -252,10 +250,7 @@ class _Run:
         return counts
 
     def set_service(self, hyp, enabled):
-        try:
-            self.actions.set_service(hyp.host, enabled, self.args.reason)
-        except executor.ActionError as exc:
-            raise exceptions.CommandError(str(exc)) from exc
+        self.actions.set_service(hyp.host, enabled, self.args.reason)
         self.journal('enable-service' if enabled else 'disable-service',
                      host=hyp.host, reason=None if enabled else
                      self.args.reason)

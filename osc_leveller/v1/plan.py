@@ -2,7 +2,6 @@
 
 import time
 
-import yaml
 from osc_lib import exceptions
 from osc_lib.command import command
 
@@ -45,31 +44,31 @@ class PlanLeveller(command.Lister):
                  'each hypervisor would accept or reject it')
         return parser
 
+    @common.boundary
     def take_action(self, parsed_args):
+        explain = common.given(parsed_args, 'explain')
+        target = common.given(parsed_args, 'target_placement')
+        output = common.given(parsed_args, 'output_file')
+        if explain is not None and target is not None:
+            raise exceptions.CommandError(
+                '--explain and --target-placement do not go together')
         effective = common.settings(parsed_args, self.app)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         options = common.planner_options(snapshot, effective, self.app)
-        if parsed_args.explain:
-            if parsed_args.target_placement:
-                raise exceptions.CommandError(
-                    '--explain and --target-placement do not go together')
-            return self._explain(snapshot, options, parsed_args.explain)
+        if explain is not None:
+            return self._explain(snapshot, options, explain)
         started = time.monotonic()
-        if parsed_args.target_placement:
-            plan = _placement_plan(snapshot, options,
-                                   parsed_args.target_placement)
+        if target is not None:
+            plan = paths.make_plan(snapshot, paths.targets_from(
+                common.read_yaml(target, '--target-placement'), snapshot,
+                '--target-placement %s' % target), options)
         else:
             plan = planner.make_plan(snapshot, options)
         elapsed = time.monotonic() - started
-        if parsed_args.output_file:
-            try:
-                plan_mod.write(plan, parsed_args.output_file)
-            except OSError as exc:
-                raise exceptions.CommandError(
-                    'cannot write plan file %s: %s' % (
-                        parsed_args.output_file, exc)) from exc
+        if output is not None:
+            plan_mod.write(plan, output)
         say = common.StderrWriter(self.app)
-        say(_summary(plan, elapsed, parsed_args.output_file))
+        say(_summary(plan, elapsed, output))
         names = MOVE_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         return names, [_row(i, m, parsed_args.long)
                        for i, m in enumerate(plan.moves, start=1)]
@@ -88,24 +87,6 @@ class PlanLeveller(command.Lister):
         return EXPLAIN_COLUMNS, [
             (name, domain, columns.ScoreColumn(score), verdict, reason)
             for name, domain, score, verdict, reason in rows]
-
-
-def _placement_plan(snapshot, options, path):
-    try:
-        with open(path, encoding='utf-8') as f:
-            document = yaml.safe_load(f)
-    except OSError as exc:
-        raise exceptions.CommandError('--target-placement %s: cannot read '
-                                      'it: %s' % (path, exc.strerror or exc))
-    except yaml.YAMLError as exc:
-        raise exceptions.CommandError('--target-placement %s: not valid YAML '
-                                      'or JSON: %s' % (path, exc))
-    try:
-        targets = paths.targets_from(document, snapshot,
-                                     '--target-placement %s' % path)
-        return paths.make_plan(snapshot, targets, options)
-    except paths.PathError as exc:
-        raise exceptions.CommandError(str(exc)) from exc
 
 
 def _row(index, move, long):

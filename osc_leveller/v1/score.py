@@ -35,6 +35,7 @@ class ScoreLeveller(command.Lister):
                  'hypervisor')
         return parser
 
+    @common.boundary
     def take_action(self, parsed_args):
         effective = common.settings(parsed_args, self.app)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)

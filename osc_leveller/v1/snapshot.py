@@ -1,11 +1,10 @@
 """openstack leveller snapshot"""
 
 import json
-import os
 
-from osc_lib import exceptions
 from osc_lib.command import command
 
+from osc_leveller.core import files
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import common
 
@@ -23,22 +22,15 @@ class SnapshotLeveller(command.ShowOne):
         common.add_source_options(parser, snapshot=False)
         return parser
 
+    @common.boundary
     def take_action(self, parsed_args):
+        path = common.given(parsed_args, 'output_file')
         document = common.read_cloud(
             self.app, common.settings(parsed_args, self.app))
-        try:
-            snap = snapshot_io.parse(document, origin='the cloud')
-        except snapshot_io.SnapshotError as exc:
-            raise exceptions.CommandError(str(exc)) from exc
-        path = parsed_args.output_file
-        try:
-            with open(path + '.tmp', 'w', encoding='utf-8') as f:
-                json.dump(document, f, indent=1, sort_keys=True)
-                f.write('\n')
-            os.replace(path + '.tmp', path)
-        except OSError as exc:
-            raise exceptions.CommandError(
-                'cannot write snapshot file %s: %s' % (path, exc)) from exc
+        snap = snapshot_io.parse(document, origin='the cloud')
+        files.write_atomic(path, json.dumps(document, indent=1,
+                                            sort_keys=True) + '\n',
+                           'snapshot file')
         return (('File', 'Taken At', 'Hypervisors', 'Servers',
                  'Server Groups', 'Migrations'),
                 (path, document['taken_at'], len(snap.hypervisors),

@@ -64,7 +64,7 @@ class CommandTest(base.TestCommand):
             prometheus=mock.Mock(
                 reader_from_settings=self.prometheus_settings.append),
             collect=mock.Mock(CollectError=collect.CollectError, Collector=(
-                lambda conn, metrics: mock.Mock(collect=lambda: document))))
+                lambda conn, **kw: mock.Mock(collect=lambda: document))))
 
     def assert_command_error(self, cls, args, message):
         error = self.assertRaises(exceptions.CommandError, self.run_cmd, cls,
@@ -283,8 +283,8 @@ class TestTargetPlacement(CommandTest):
     def test_errors(self):
         good = self.write('good.yaml', 'vm-0796: cmp-a02\n')
         for content, message in (
-                (None, 'cannot read it: No such file or directory'),
-                ('a: [b', 'not valid YAML or JSON'),
+                (None, 'missing.yaml does not exist'),
+                ('a: [b', 't.yaml: not valid YAML'),
                 ('- vm-0796', 'expected a mapping of server'),
                 ('vm-9999: cmp-a02', 'vm-9999: no such server'),
                 ('vm-0796: cmp-b02', 'the target placement cannot be '
@@ -392,7 +392,7 @@ class TestSettings(CommandTest):
                                       '--config %s: %s' % (path, message))
         self.assert_command_error(config_cmd.ShowConfig,
                                   ['--config', '/nonexistent.yaml'],
-                                  'cannot read it: No such file')
+                                  '--config file /nonexistent.yaml does not exist')
 
     def test_plan_uses_the_settings(self):
         self.clouds_yaml = {'threshold': 1}
@@ -443,7 +443,7 @@ class SimulatedNovaTest(CommandTest):
         patcher.start()
         self.addCleanup(patcher.stop)
         connect = mock.patch.object(common, 'open_connection',
-                                    lambda app, request_id: None)
+                                    lambda app, effective, request_id: None)
         connect.start()
         self.addCleanup(connect.stop)
 
