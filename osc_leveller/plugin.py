@@ -2,10 +2,15 @@
 
 from osc_lib import utils
 
+from osc_leveller.v1 import masking
+
 API_NAME = 'leveller'
 API_VERSION_OPTION = 'os_leveller_api_version'
 DEFAULT_API_VERSION = '1'
 API_VERSIONS = ('1',)
+
+# The shell imports its plugins before it logs anything.
+masking.install()
 
 
 def make_client(instance):

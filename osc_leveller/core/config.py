@@ -356,6 +356,19 @@ class Settings:
                 result[head] = value
         return result
 
+    def secrets(self):
+        """The secret values in effect: secret keys, URL passwords."""
+        found = [self.values[k.name] for k in KEYS
+                 if k.secret and self.values[k.name]]
+        for key in KEYS:
+            value = self.values[key.name]
+            if key.kind == URL and value:
+                password = urllib.parse.urlsplit(value).password
+                if password:
+                    found.append(urllib.parse.unquote(password))
+                    found.append(password)
+        return found
+
     def rows(self):
         """(key, value, source) for display, secrets masked."""
         return [(k.name, display(k, self.values[k.name]),

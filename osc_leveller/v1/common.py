@@ -13,6 +13,7 @@ from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.v1 import masking
 
 # Flags that override a setting: argparse dest -> setting key.
 FLAG_KEYS = {
@@ -141,7 +142,10 @@ def settings(parsed_args, app):
         layers.append(('--weight', config.weight_flags(parsed_args.weight)))
     if getattr(parsed_args, 'no_prometheus', False):
         layers.append(('--no-prometheus', {'prometheus.url': ''}))
-    return config.Settings(layers)
+    effective = config.Settings(layers)
+    for value in effective.secrets():
+        masking.remember(value)
+    return effective
 
 
 def read_yaml(path, option):
