@@ -1,0 +1,110 @@
+"""A stalled service ends in a clear error within the configured time.
+
+The stand-in cloud (tests/unit/standin.py) reads a request and never
+answers, or its port never completes a TCP connect; the plugin's own
+connection code (cloud/connection.py, the shell's cloud selection through
+a clouds.yaml) and collector must give up after the connect or read
+timeout (times the retries of a read) with a message naming what stalled.
+The bounds are generous: what is proven is that nothing hangs.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+import unittest
+
+from openstack.config import loader
+
+from osc_leveller.cloud import collect
+from osc_leveller.cloud import connection
+from osc_leveller.cloud import prometheus
+from tests.unit import builders as b
+from tests.unit import standin
+
+TIMEOUT = 1.0
+SLACK = 4.0  # keystoneauth's back-off between retries, thread scheduling
+
+
+class StallTest(unittest.TestCase):
+    def setUp(self):
+        hyps, servers = b.three_hosts()
+        self.cloud = standin.StandIn(b.document(hyps, servers))
+        self.cloud.start()
+        self.addCleanup(self.cloud.stop)
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.clouds_yaml = os.path.join(tmp.name, 'clouds.yaml')
+
+    def collect(self, retries=0, auth_url=None):
+        """Collector(...).collect() through the plugin's own connection;
+        (error, seconds)."""
+        extra = {'auth': dict(self.cloud.auth_args(), auth_url=auth_url)} \
+            if auth_url else None
+        self.cloud.write_clouds_yaml(self.clouds_yaml, extra=extra)
+        config = loader.OpenStackConfig(config_files=[self.clouds_yaml],
+                                        vendor_files=[])
+        started = time.monotonic()
+        with self.assertRaises(collect.CollectError) as ctx:
+            conn = connection.open_connection(
+                config, argparse.Namespace(cloud='standin'), {
+                    'connect_timeout': TIMEOUT, 'read_timeout': TIMEOUT,
+                    'retries': retries})
+            collect.Collector(conn, retries=retries).collect()
+        return str(ctx.exception), time.monotonic() - started
+
+
+class TestCloudStalls(StallTest):
+    def test_keystone_stalls(self):
+        self.cloud.fault('keystone', '/v3/auth/tokens', 'stall')
+        error, seconds = self.collect()
+        self.assertLess(seconds, TIMEOUT + SLACK)
+        self.assertIn('/v3/auth/tokens timed out', error)
+
+    def test_nova_stalls_and_reads_are_retried(self):
+        stall = self.cloud.fault('nova', '/v2.1/servers/detail', 'stall')
+        error, seconds = self.collect(retries=1)
+        self.assertLess(seconds, 2 * TIMEOUT + SLACK)
+        self.assertIn('Nova GET /servers/detail failed', error)
+        self.assertIn('timed out', error)
+        self.assertEqual(2, stall.hits)  # the read, and its one retry
+
+    def test_placement_stalls(self):
+        self.cloud.fault('placement', '/resource_providers/', 'stall')
+        error, seconds = self.collect()
+        self.assertLess(seconds, TIMEOUT + SLACK)
+        self.assertRegex(error, r'Placement GET /resource_providers/[-0-9a-f]+'
+                                r'/(inventories|allocations) failed: .*timed '
+                                r'out')
+
+    def test_connect_that_never_completes(self):
+        with standin.StalledPort() as port:
+            error, seconds = self.collect(auth_url=port.url + '/v3')
+        self.assertLess(seconds, TIMEOUT + SLACK)
+        self.assertIn('timed out', error)
+        self.assertIn('127.0.0.1:%d' % port.port, error)
+
+
+class TestPrometheusStalls(unittest.TestCase):
+    def test_a_stalled_prometheus_is_unreachable_in_time(self):
+        with standin.StandIn(b.document(*b.three_hosts())) as cloud:
+            cloud.fault('prometheus', '/api/v1/query', 'stall')
+            client = prometheus.Client(cloud.prometheus_url, retries=1,
+                                       timeout=TIMEOUT,
+                                       connect_timeout=TIMEOUT)
+            started = time.monotonic()
+            with self.assertRaises(prometheus.Unreachable) as ctx:
+                client.query('up')
+            self.assertLess(time.monotonic() - started, 2 * TIMEOUT + SLACK)
+        self.assertIn('cannot reach Prometheus at %s: ReadTimeout'
+                      % cloud.prometheus_url, str(ctx.exception))
+
+    def test_a_prometheus_port_that_never_connects(self):
+        with standin.StalledPort() as port:
+            client = prometheus.Client(port.url, retries=0, timeout=30,
+                                       connect_timeout=TIMEOUT)
+            started = time.monotonic()
+            with self.assertRaises(prometheus.Unreachable) as ctx:
+                client.query('up')
+            self.assertLess(time.monotonic() - started, TIMEOUT + SLACK)
+        self.assertIn('ConnectTimeout', str(ctx.exception))
