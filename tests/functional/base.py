@@ -4,8 +4,16 @@ The tests drive real commands: the devcloud script, the `openstack` shell of
 this environment (python-openstackclient plus this plugin) and Prometheus'
 HTTP API, all on 127.0.0.1. Run them with `tox -e functional`, which brings
 the devcloud up around them.
+
+A scenario names compute service hosts (hv01); their hypervisors are nodes
+with other names (hv01.devcloud.test), as on real clouds. The leveller's
+Source and Destination, a snapshot's `hypervisor` fields and the
+Prometheus series name nodes; `destination_host`, a server's
+OS-EXT-SRV-ATTR:host and `--live-migration --host` name service hosts.
+DevcloudTestCase.node maps one to the other.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -14,13 +22,35 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
+
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEVCLOUD = ROOT / 'tools' / 'devcloud' / 'devcloud'
 SCENARIOS = ROOT / 'tools' / 'devcloud' / 'scenarios'
 PROMETHEUS = 'http://127.0.0.1:%s' % os.environ.get('PROMETHEUS_PORT', '9090')
+CPU = ('1 - avg by (hypervisor) '
+       '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
+
+
+def _devcloud_retry():
+    """tools/devcloud/devcloud_retry.py, loaded by path (not a package here)."""
+    path = ROOT / 'tools' / 'devcloud' / 'devcloud_retry.py'
+    spec = importlib.util.spec_from_file_location('devcloud_retry', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+devcloud_retry = _devcloud_retry()
+
+
+def scenario(name):
+    with open(SCENARIOS / ('%s.yaml' % name)) as f:
+        return yaml.safe_load(f)
 
 
 def devcloud(*args, timeout=900):
@@ -49,12 +79,22 @@ def openstack(*args, parse=True, check=True, timeout=300, env=None):
     return json.loads(result.stdout or 'null')
 
 
-def promql(query):
-    """Instant query: {hypervisor (or uuid): value}."""
+def promql(query, attempts=3):
+    """Instant query: {hypervisor (or uuid): value}.
+
+    A refused or dropped connection is tried again (a GET: safe to repeat).
+    """
     url = '%s/api/v1/query?%s' % (PROMETHEUS, urllib.parse.urlencode(
         {'query': query}))
-    with urllib.request.urlopen(url, timeout=10) as response:
-        body = json.load(response)
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
     assert body['status'] == 'success', body
     values = {}
     for item in body['data']['result']:
@@ -79,8 +119,16 @@ def promql_for(query, keys, timeout=60):
 
 
 def connection():
+    """openstacksdk on the devcloud; idempotent requests retried on a
+    dropped keep-alive connection (tools/devcloud/devcloud_retry.py)."""
     import openstack
-    return openstack.connect(cloud='devcloud')
+    return devcloud_retry.retrying(openstack.connect(cloud='devcloud'))
+
+
+def hypervisor_names():
+    """{service host: hypervisor (node) name} of every compute."""
+    return {h.service_details['host']: h.name
+            for h in connection().compute.hypervisors(details=True)}
 
 
 def wait_for(predicate, timeout, interval=2, message='condition'):
@@ -97,7 +145,11 @@ def wait_for(predicate, timeout, interval=2, message='condition'):
 
 
 class DevcloudTestCase(unittest.TestCase):
-    """Loads SCENARIO once for the class (it replaces all servers)."""
+    """Loads SCENARIO once for the class (it replaces all servers).
+
+    cls.node: {service host: hypervisor name}, e.g. hv01 ->
+    hv01.devcloud.test; cls.host the other way.
+    """
 
     SCENARIO = None
 
@@ -109,3 +161,5 @@ class DevcloudTestCase(unittest.TestCase):
                                'functional tests with tox -e functional')
         if cls.SCENARIO:
             devcloud('load', cls.SCENARIO)
+        cls.node = hypervisor_names()
+        cls.host = {node: host for host, node in cls.node.items()}

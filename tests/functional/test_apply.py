@@ -11,7 +11,7 @@ import yaml
 
 from tests.functional import base
 
-DESTINATIONS = ('hv02', 'hv03', 'hv04')
+DESTINATIONS = ('hv02', 'hv03', 'hv04')  # service hosts (nodes: self.node)
 
 
 class ApplyTestCase(base.DevcloudTestCase):
@@ -78,7 +78,13 @@ class ApplyTestCase(base.DevcloudTestCase):
         return path, document
 
     def host_of(self, server):
+        """The server's compute service host (hv01)."""
         return base.openstack('server', 'show', server)['OS-EXT-SRV-ATTR:host']
+
+    def node_of(self, server):
+        """The server's hypervisor (hv01.devcloud.test), as plans name it."""
+        return base.openstack('server', 'show', server)[
+            'OS-EXT-SRV-ATTR:hypervisor_hostname']
 
     def fault_all(self, *fault):
         for host in DESTINATIONS:
@@ -104,7 +110,8 @@ class TestApplyGuards(ApplyTestCase):
         code, rows, err = self.apply('--batch', '1')
         self.assertEqual(3, code, err)
         self.assertEqual('failed', rows[0]['Status'])
-        self.assertIn('the server is ACTIVE on hv01', rows[0]['Reason'])
+        self.assertIn('the server is ACTIVE on %s' % self.node['hv01'],
+                      rows[0]['Reason'])
         server = base.openstack('server', 'show', rows[0]['Server'])
         self.assertEqual('hv01', server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual('ACTIVE', server['status'])
@@ -124,14 +131,16 @@ class TestApplyGuards(ApplyTestCase):
     def test_server_moved_by_hand_is_skipped(self):
         path, document = self.plan_file('--max-moves', '1')
         move = document['moves'][0]
-        elsewhere = next(h for h in DESTINATIONS if h != move['destination'])
+        self.assertEqual(self.node['hv01'], move['source'])
+        elsewhere = next(h for h in DESTINATIONS
+                         if self.node[h] != move['destination'])
         base.openstack('server', 'migrate', '--live-migration', '--host',
                        elsewhere, '--wait', move['server_id'], parse=False)
         code, rows, err = self.apply(path)
         self.assertEqual(0, code, err)
         self.assertEqual('skipped', rows[0]['Status'])
-        self.assertIn('it is now on %s, not on the planned source hv01'
-                      % elsewhere, rows[0]['Reason'])
+        self.assertIn('it is now on %s, not on the planned source %s' % (
+            self.node[elsewhere], self.node['hv01']), rows[0]['Reason'])
         self.assertIn('The cloud changed since the plan was made', err)
 
     def test_cooldown_stops_a_second_move(self):
@@ -140,11 +149,12 @@ class TestApplyGuards(ApplyTestCase):
         self.assertEqual(0, code, err)
         self.assertEqual('done', rows[0]['Status'], rows[0]['Reason'])
         moved = document['moves'][0]
-        now_on = self.host_of(moved['server_id'])
+        now_on = self.node_of(moved['server_id'])
         self.assertEqual(moved['destination'], now_on)
+        self.assertEqual(self.host[now_on], moved['destination_host'])
         # The same server, planned again from where it is now.
         again = dict(document, moves=[dict(
-            moved, source=now_on, destination='hv01',
+            moved, source=now_on, destination=self.node['hv01'],
             destination_host='hv01')])
         with open(path, 'w') as f:
             json.dump(again, f)
@@ -152,14 +162,14 @@ class TestApplyGuards(ApplyTestCase):
         self.assertEqual(0, code, err)
         self.assertEqual('skipped', rows[0]['Status'])
         self.assertIn('inside the 6 h cooldown', rows[0]['Reason'])
-        self.assertEqual(now_on, self.host_of(moved['server_id']))
+        self.assertEqual(now_on, self.node_of(moved['server_id']))
 
     def test_a_target_placement_runs_even_inside_the_cooldown(self):
         home = self.host_of('web-1')
         away = next(h for h in DESTINATIONS if h != home)
         for target in (away, home):  # the way back is inside the cooldown
             path = self.path('target-%s.yaml' % target)
-            with open(path, 'w') as f:
+            with open(path, 'w') as f:  # a service host: accepted too
                 yaml.safe_dump({'web-1': target}, f)
             plan = self.path('path-%s.json' % target)
             # The hot host may be above the default ceiling of 0.85.
@@ -167,9 +177,10 @@ class TestApplyGuards(ApplyTestCase):
                            '--ceiling', '2', '--output-file', plan)
             with open(plan) as f:
                 self.assertEqual('placement', json.load(f)['kind'])
-            code, rows, err = self.apply(plan, '--ceiling', '2')
+            code, rows, err = self.apply(plan, '--placement-plan',
+                                         '--ceiling', '2')
             self.assertEqual(0, code, err)
-            self.assertEqual([('web-1', target, 'done')],
+            self.assertEqual([('web-1', self.node[target], 'done')],
                              [(r['Server'], r['Destination'], r['Status'])
                               for r in rows])
             self.assertEqual(target, self.host_of('web-1'))
@@ -180,8 +191,11 @@ class TestApplyGuards(ApplyTestCase):
         # one moves on. Its second move follows a migration seconds old.
         path, document = self.plan_file('--max-moves', '1')
         busy = document['moves'][0]
-        hosts = {s['Name']: (s['ID'], s['Host']) for s in base.openstack(
-            'server', 'list', '--all-projects', '--long')}
+        hot = self.host[busy['source']]  # service hosts from here on
+        # server list --long: Host is the hypervisor (node) name
+        hosts = {s['Name']: (s['ID'], self.host[s['Host']])
+                 for s in base.openstack('server', 'list', '--all-projects',
+                                         '--long')}
         idle, (idle_id, cool) = next(
             (name, where) for name, where in sorted(hosts.items())
             if name.startswith('idle-') and where[1] != 'hv01')
@@ -189,12 +203,12 @@ class TestApplyGuards(ApplyTestCase):
 
         def move(server_id, name, source, destination):
             return dict(busy, server_id=server_id, server_name=name,
-                        source=source, destination=destination,
+                        source=self.node[source],
+                        destination=self.node[destination],
                         destination_host=destination, exchange='exchange 1',
                         reason='exchange 1 (functional test)')
-        moves = [move(busy['server_id'], busy['server_name'], busy['source'],
-                      park),
-                 move(idle_id, idle, cool, busy['source']),
+        moves = [move(busy['server_id'], busy['server_name'], hot, park),
+                 move(idle_id, idle, cool, hot),
                  move(busy['server_id'], busy['server_name'], park, cool)]
         for wave, entry in enumerate(moves, start=1):
             entry['wave'] = wave
@@ -202,8 +216,7 @@ class TestApplyGuards(ApplyTestCase):
             json.dump(dict(document, moves=moves), f)
 
         def put_back():  # the other tests need hv01 hot
-            for server, host in ((busy['server_id'], busy['source']),
-                                 (idle_id, cool)):
+            for server, host in ((busy['server_id'], hot), (idle_id, cool)):
                 if self.host_of(server) != host:
                     base.openstack('server', 'migrate', '--live-migration',
                                    '--host', host, '--wait', server,

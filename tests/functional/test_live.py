@@ -11,7 +11,6 @@ import yaml
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
-from tests.functional import test_devcloud
 
 
 def clouds_yaml():
@@ -49,7 +48,7 @@ class TestLiveMixed(base.DevcloudTestCase):
     SCENARIO = 'mixed'
 
     def test_snapshot_matches_nova_and_placement(self):
-        spec = test_devcloud.scenario('mixed')
+        spec = base.scenario('mixed')
         with tempfile.NamedTemporaryFile(suffix='.json') as f:
             summary = base.openstack('leveller', 'snapshot', '--output-file',
                                      f.name)
@@ -58,7 +57,8 @@ class TestLiveMixed(base.DevcloudTestCase):
         snap = snapshot_io.parse(document)
         self.assertEqual(len(spec['hypervisors']), summary['Hypervisors'])
         for h in spec['hypervisors']:
-            hyp = snap.hypervisor(h['name'])
+            hyp = snap.hypervisor(self.node[h['name']])
+            self.assertEqual(h['name'], hyp.host)
             self.assertEqual(h['az'], hyp.availability_zone)
             self.assertEqual(h['cpu_model'], hyp.cpu_model)
             self.assertEqual(h['cpu_ratio'],
@@ -72,6 +72,7 @@ class TestLiveMixed(base.DevcloudTestCase):
             'server', 'list', '--all-projects', '--long')}
         self.assertEqual(set(nova), {s.name for s in snap.servers})
         for server in snap.servers:
+            # server list --long: Host is the hypervisor (node) name
             self.assertEqual(nova[server.name]['Host'], server.hypervisor)
             self.assertEqual(nova[server.name]['Status'], server.status)
         self.assertTrue(snap.find_server('locked-1').locked)
@@ -80,12 +81,13 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertEqual({snap.find_server('web-1').id,
                           snap.find_server('web-2').id},
                          set(groups['web'].members))
-        usage = snap.hypervisor('hv01').usage('MEMORY_MB')
-        self.assertEqual(sum(s.flavor.ram for s in snap.servers_on('hv01')),
+        hv01 = self.node['hv01']
+        usage = snap.hypervisor(hv01).usage('MEMORY_MB')
+        self.assertEqual(sum(s.flavor.ram for s in snap.servers_on(hv01)),
                          usage)
 
     def test_score_from_prometheus(self):
-        base.wait_for(lambda: len(base.promql(test_devcloud.CPU)) == 6, 60,
+        base.wait_for(lambda: len(base.promql(base.CPU)) == 6, 60,
                       message='CPU rates for the 6 hypervisors')
         result = base.openstack('leveller', 'score', parse=False)
         self.assertEqual(0, result.returncode, result.stderr)
@@ -93,11 +95,13 @@ class TestLiveMixed(base.DevcloudTestCase):
         rows = {r['Hypervisor']: r for r in base.openstack(
             'leveller', 'score', '--long')}
         self.assertEqual({'metrics'}, {r['Load Source'] for r in rows.values()})
-        measured = base.promql(test_devcloud.CPU)
+        measured = base.promql(base.CPU)
         # Prometheus' 5-minute rate against the 10-second one of the test:
-        # both see hv01 clearly busier than idle hv02.
-        self.assertGreater(rows['hv01']['CPU %'], rows['hv02']['CPU %'] + 20)
-        self.assertGreater(measured['hv01'], measured['hv02'])
+        # both see hv01 clearly busier than idle hv02 (hypervisor names).
+        hv01, hv02 = self.node['hv01'], self.node['hv02']
+        self.assertEqual(set(self.node.values()), set(rows))
+        self.assertGreater(rows[hv01]['CPU %'], rows[hv02]['CPU %'] + 20)
+        self.assertGreater(measured[hv01], measured[hv02])
 
     def test_score_falls_back_when_prometheus_is_unreachable(self):
         with prometheus_settings(url='http://127.0.0.1:9') as env:
@@ -141,10 +145,10 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertEqual({'allocations'}, {r['Load Source'] for r in rows})
 
     def test_metrics_land_on_the_right_hypervisors_and_servers(self):
-        spec = test_devcloud.scenario('mixed')
+        spec = base.scenario('mixed')
         window = clouds_yaml()['clouds']['devcloud']['leveller'][
             'prometheus']['window']
-        hypervisors = {h['name'] for h in spec['hypervisors']}
+        hypervisors = {self.node[h['name']] for h in spec['hypervisors']}
         names = {s['ID']: s['Name'] for s in base.openstack(
             'server', 'list', '--all-projects')}
         uuids = set(names)
@@ -192,8 +196,11 @@ class TestLiveMixed(base.DevcloudTestCase):
         ram = sorted(hosts_after['ram'].values())
         self.assertGreater(min(b - a for a, b in zip(ram, ram[1:])),
                            4 * tolerance['ram'])
-        self.assertGreater(metrics['hv01']['cpu'], metrics['hv02']['cpu'])
-        self.assertGreater(metrics['hv05']['cpu'], metrics['hv06']['cpu'])
+        node = self.node
+        self.assertGreater(metrics[node['hv01']]['cpu'],
+                           metrics[node['hv02']]['cpu'])
+        self.assertGreater(metrics[node['hv05']]['cpu'],
+                           metrics[node['hv06']]['cpu'])
 
         servers = {s['id']: s for s in document['servers']}
         self.assertEqual(uuids, set(servers))
@@ -232,11 +239,13 @@ class TestLiveMixed(base.DevcloudTestCase):
                                   'cache-2'})
         azs = {'hv01': 1, 'hv02': 1, 'hv03': 1, 'hv04': 2, 'hv05': 2,
                'hv06': 2}
-        for move in moves:
-            self.assertEqual(azs[move['Source']], azs[move['Destination']])
-            self.assertNotIn('hv04', (move['Source'], move['Destination']))
+        for move in moves:  # Source and Destination: hypervisor names
+            source, dest = self.host[move['Source']], \
+                self.host[move['Destination']]
+            self.assertEqual(azs[source], azs[dest])
+            self.assertNotIn('hv04', (source, dest))
             if move['Server'] == 'web-1':
-                self.assertNotEqual('hv02', move['Destination'])
+                self.assertNotEqual('hv02', dest)
 
 
 class TestNotAdmin(base.DevcloudTestCase):
