@@ -22,6 +22,8 @@ import time
 
 import openstack
 
+import devcloud_retry  # beside this script
+
 
 def openstack_cli(*args):
     result = subprocess.run(['openstack'] + list(args) + ['-f', 'json'],
@@ -70,7 +72,7 @@ def main():
         runs.append(run)
         print(json.dumps(run), flush=True)
         time.sleep(max(0.0, args.every - (time.monotonic() - t0)))
-    conn = openstack.connect()
+    conn = devcloud_retry.retrying(openstack.connect())  # GETs retried
     history = {}
     for mig in conn.compute.migrations(
             changes_since=started.strftime('%Y-%m-%dT%H:%M:%SZ')):

@@ -38,7 +38,7 @@ def idempotent_retry(retries=RETRIES):
     return urllib3_retry.Retry(
         total=retries, connect=retries, read=retries, status=retries,
         other=0, allowed_methods=IDEMPOTENT, status_forcelist=(503,),
-        # the first retry at once (a fresh connection), then 0.5 s, 1 s
+        # the first retry at once (a fresh connection), then after 1 s, 2 s
         backoff_factor=0.5,
         # after the last 503, hand the response to the caller (the SDK
         # raises its own error with the server's message)

@@ -1,7 +1,7 @@
 """Unit tests of the devcloud exporter's load model and exposition (no cloud).
 
-The exporter is a standalone tool (tools/devcloud/exporter.py), loaded here by
-path.
+The exporter is a standalone script (tools/devcloud/exporter.py), loaded here
+by path.
 """
 
 import importlib.util
@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 EXPORTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                        '..', 'tools', 'devcloud', 'exporter.py')
+                        'exporter.py')
 _spec = importlib.util.spec_from_file_location('devcloud_exporter', EXPORTER)
 exporter = importlib.util.module_from_spec(_spec)
 sys.modules['devcloud_exporter'] = exporter
@@ -99,7 +99,9 @@ class ProfileTest(unittest.TestCase):
         phases = {exporter.phase_of('server-%d' % i) for i in range(20)}
         self.assertEqual(len(phases), 20)
         self.assertTrue(all(0 <= p < 1 for p in phases))
-        self.assertEqual(exporter.phase_of('abc'), exporter.phase_of('abc'))
+        # crc32(b'abc') = 0x352441c2, over 2**32
+        self.assertEqual(exporter.phase_of('abc'), 0x352441c2 / 2.0 ** 32)
+        self.assertAlmostEqual(exporter.phase_of('abc'), 0.20758449, places=8)
 
 
 class PressureTest(unittest.TestCase):
@@ -330,17 +332,21 @@ class TargetsTest(unittest.TestCase):
     def test_targets_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, 'targets.json')
-            exporter.write_targets(path, ['hv02', 'hv01'], '127.0.0.1:9180')
+            # hypervisor (node) names, as the devcloud's: not service hosts
+            exporter.write_targets(path, ['hv02.devcloud.test', 'hv01.devcloud.test'],
+                                   '127.0.0.1:9180')
             with open(path) as f:
                 doc = json.load(f)
             self.assertEqual(os.listdir(tmp), ['targets.json'])    # no temp file left
         self.assertEqual(doc, [
             {'targets': ['127.0.0.1:9180'],
-             'labels': {'__metrics_path__': '/hosts/hv01/metrics',
-                        'instance': 'hv01:9100', 'hypervisor': 'hv01'}},
+             'labels': {'__metrics_path__': '/hosts/hv01.devcloud.test/metrics',
+                        'instance': 'hv01.devcloud.test:9100',
+                        'hypervisor': 'hv01.devcloud.test'}},
             {'targets': ['127.0.0.1:9180'],
-             'labels': {'__metrics_path__': '/hosts/hv02/metrics',
-                        'instance': 'hv02:9100', 'hypervisor': 'hv02'}}])
+             'labels': {'__metrics_path__': '/hosts/hv02.devcloud.test/metrics',
+                        'instance': 'hv02.devcloud.test:9100',
+                        'hypervisor': 'hv02.devcloud.test'}}])
 
     def test_poller_writes_on_change_and_survives_errors(self):
         class Source(object):

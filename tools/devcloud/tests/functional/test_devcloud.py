@@ -1,31 +1,61 @@
-"""The devcloud itself: Nova, Placement and Prometheus as the scenarios say."""
+"""The devcloud itself: Nova, Placement and Prometheus as the scenarios say.
 
-import yaml
+A scenario names service hosts (hv01); their hypervisors (nodes, resource
+providers, the exporter's series) are hv01.$DEVCLOUD_NODE_DOMAIN.
+"""
 
-from tests.functional import base
+import os
+
+from devcloud.tests.functional import base
+from devcloud.tests.functional.base import scenario
 
 CPU = ('1 - avg by (hypervisor) '
        '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
 CPU_PRESSURE = 'rate(node_pressure_cpu_waiting_seconds_total[10s])'
-
-
-def scenario(name):
-    with open(base.SCENARIOS / ('%s.yaml' % name)) as f:
-        return yaml.safe_load(f)
+NODE_DOMAIN = os.environ.get('DEVCLOUD_NODE_DOMAIN', 'devcloud.test')
 
 
 class TestHotHost(base.DevcloudTestCase):
     SCENARIO = 'hot-host'
 
+    def test_node_names_differ_from_service_hosts(self):
+        hosts = {h['name'] for h in scenario('hot-host')['hypervisors']}
+        self.assertEqual(hosts, set(self.node))
+        for host, node in self.node.items():
+            self.assertEqual(host + '.' + NODE_DOMAIN if NODE_DOMAIN else host,
+                             node)
+        nodes = set(self.node.values())
+        services = base.openstack('compute', 'service', 'list', '--service',
+                                  'nova-compute')
+        self.assertEqual(hosts, {s['Host'] for s in services})
+        conn = base.connection()
+        self.assertEqual(nodes, {rp.name for rp in
+                                 conn.placement.resource_providers()})
+        servers = list(conn.compute.servers(all_projects=True))
+        self.assertTrue(servers)
+        for server in servers:
+            self.assertEqual(self.node[server.compute_host],
+                             server.hypervisor_hostname, server.name)
+        # The exporter's targets follow the node names, like its series.
+        targets = base.wait_for(
+            lambda: [t['labels'] for t in base.prometheus_get(
+                '/api/v1/targets')['activeTargets']
+                if t['labels'].get('hypervisor') in nodes
+                and t['health'] == 'up'], 60,
+            message='a target up for every hypervisor')
+        self.assertEqual(nodes, {t['hypervisor'] for t in targets})
+        self.assertEqual({n + ':9100' for n in nodes},
+                         {t['instance'] for t in targets})
+
     def test_hypervisors_and_inventories(self):
         wanted = {h['name']: h for h in scenario('hot-host')['hypervisors']}
         hypervisors = base.openstack('hypervisor', 'list')
-        self.assertEqual(set(wanted), {h['Hypervisor Hostname']
-                                       for h in hypervisors})
+        self.assertEqual({self.node[h] for h in wanted},
+                         {h['Hypervisor Hostname'] for h in hypervisors})
         self.assertEqual({'up'}, {h['State'] for h in hypervisors})
         conn = base.connection()
         for rp in conn.placement.resource_providers():
-            spec = wanted[rp.name]
+            spec = wanted[self.host[rp.name]]
             inventory = {i.resource_class: i for i in
                          conn.placement.resource_provider_inventories(rp)}
             self.assertEqual(spec['vcpus'], inventory['VCPU'].total)
@@ -36,7 +66,8 @@ class TestHotHost(base.DevcloudTestCase):
                              inventory['MEMORY_MB'].reserved)
 
     def test_prometheus_has_series_for_every_hypervisor_and_server(self):
-        hypervisors = {h['name'] for h in scenario('hot-host')['hypervisors']}
+        hypervisors = {self.node[h['name']]
+                       for h in scenario('hot-host')['hypervisors']}
         memory = base.promql_for('node_memory_MemTotal_bytes', hypervisors)
         self.assertEqual({64 * 1024 ** 3}, set(memory.values()))
         servers = {s['ID'] for s in base.openstack('server', 'list',
@@ -44,37 +75,50 @@ class TestHotHost(base.DevcloudTestCase):
         base.promql_for('libvirt_domain_info_cpu_time_seconds_total', servers)
         # hv01's servers want 24.6 of its 16 threads; the rate window needs
         # a few seconds after a scenario load to cover only the new servers.
-        base.wait_for(lambda: base.promql(CPU).get('hv01', 0) > 0.95, 60,
+        hv01, hv02 = self.node['hv01'], self.node['hv02']
+        base.wait_for(lambda: base.promql(CPU).get(hv01, 0) > 0.95, 60,
                       message='hv01 CPU busy')
-        self.assertLess(base.promql(CPU)['hv02'], 0.2)
-        self.assertGreater(base.promql(CPU_PRESSURE)['hv01'], 0.1)
+        self.assertLess(base.promql(CPU)[hv02], 0.2)
+        self.assertGreater(base.promql(CPU_PRESSURE)[hv01], 0.1)
 
     def test_host_metrics_follow_a_live_migration(self):
         base.wait_for(lambda: len(base.promql(CPU)) == 4, 60,
                       message='CPU rates for the 4 hypervisors')
         before_cpu = base.promql(CPU)
         before_pressure = base.promql(CPU_PRESSURE)
+        # Nova migrates to a service host; the server lands on its node.
         base.openstack('server', 'migrate', '--live-migration', '--host',
                        'hv03', '--wait', 'busy-1', parse=False)
         server = base.openstack('server', 'show', 'busy-1')
         self.assertEqual('hv03', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(self.node['hv03'],
+                         server['OS-EXT-SRV-ATTR:hypervisor_hostname'])
         self.assertEqual('ACTIVE', server['status'])
+        migration, = base.connection().compute.migrations(
+            instance_uuid=server['id'])
+        self.assertEqual(('hv01', 'hv03', self.node['hv01'], self.node['hv03']),
+                         (migration.source_compute, migration.dest_compute,
+                          migration.source_node, migration.dest_node))
         # busy-1 is 4 vCPUs at 90 %: 3.6 of hv03's 16 threads.
+        hv01, hv03 = self.node['hv01'], self.node['hv03']
         base.wait_for(
-            lambda: base.promql(CPU)['hv03'] > before_cpu['hv03'] + 0.18,
+            lambda: base.promql(CPU)[hv03] > before_cpu[hv03] + 0.18,
             60, message='hv03 CPU to rise by 3.6 threads')
         base.wait_for(
-            lambda: base.promql(CPU_PRESSURE)['hv01'] <
-            before_pressure['hv01'] - 0.05,
+            lambda: base.promql(CPU_PRESSURE)[hv01] <
+            before_pressure[hv01] - 0.05,
             60, message='hv01 CPU pressure to fall')
 
     def test_failed_migration_rolls_back_to_the_source(self):
-        base.devcloud('fault', 'hv04', 'fail-incoming')
+        # a fault is switched by host or by node name
+        base.devcloud('fault', self.node['hv04'], 'fail-incoming')
         self.addCleanup(base.devcloud, 'fault', 'hv04', 'clear')
         base.openstack('server', 'migrate', '--live-migration', '--host',
                        'hv04', '--wait', 'busy-2', parse=False, check=False)
         server = base.openstack('server', 'show', 'busy-2')
         self.assertEqual('hv01', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(self.node['hv01'],
+                         server['OS-EXT-SRV-ATTR:hypervisor_hostname'])
         self.assertEqual('ACTIVE', server['status'])
         conn = base.connection()
         migrations = list(conn.compute.migrations(instance_uuid=server['id']))
@@ -90,7 +134,7 @@ class TestMixed(base.DevcloudTestCase):
         wanted = {h['name']: h for h in spec['hypervisors']}
         conn = base.connection()
         for rp in conn.placement.resource_providers():
-            h = wanted[rp.name]
+            h = wanted[self.host[rp.name]]
             inventory = {i.resource_class: i for i in
                          conn.placement.resource_provider_inventories(rp)}
             self.assertEqual(h['cpu_ratio'],
@@ -157,5 +201,5 @@ class TestLowHeadroom(base.DevcloudTestCase):
                 '/resource_providers/%s/usages' % rp.id).json()['usages']
             used = usages['MEMORY_MB'] / capacity
             self.assertGreater(used, 0.6, rp.name)
-            if rp.name in ('hv01', 'hv02'):
+            if self.host[rp.name] in ('hv01', 'hv02'):
                 self.assertGreater(used, 0.9, rp.name)

@@ -1,0 +1,142 @@
+"""Helpers for the devcloud's self-checks against the running devcloud.
+
+Plain commands only (the devcloud script, the `openstack` shell, Prometheus'
+HTTP API, openstacksdk), all on 127.0.0.1; nothing of the plugin. Run them
+with `devcloud check` or `tox -e functional`.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import yaml
+
+from devcloud import devcloud_retry
+
+CODE = pathlib.Path(__file__).resolve().parents[2]
+DEVCLOUD = CODE / 'devcloud'
+SCENARIOS = CODE / 'scenarios'
+PROMETHEUS = 'http://127.0.0.1:%s' % os.environ.get('PROMETHEUS_PORT', '9090')
+
+
+def scenario(name):
+    with open(SCENARIOS / ('%s.yaml' % name)) as f:
+        return yaml.safe_load(f)
+
+
+def devcloud(*args, timeout=900):
+    result = subprocess.run([str(DEVCLOUD)] + list(args), capture_output=True,
+                            text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError('devcloud %s failed (%d):\n%s' % (
+            ' '.join(args), result.returncode, result.stderr[-3000:]))
+    return result.stdout
+
+
+def openstack(*args, parse=True, check=True, timeout=300):
+    """Run the openstack shell on the devcloud; -f json output parsed."""
+    exe = shutil.which('openstack', path=os.path.dirname(sys.executable)) \
+        or shutil.which('openstack')
+    command = [exe, '--os-cloud', 'devcloud'] + list(args)
+    if parse:
+        command += ['-f', 'json']
+    result = subprocess.run(command, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError('openstack %s failed (%d):\n%s' % (
+            ' '.join(args), result.returncode, result.stderr[-3000:]))
+    if not parse:
+        return result
+    return json.loads(result.stdout or 'null')
+
+
+def prometheus_get(path, params=None, attempts=3):
+    """GET Prometheus' JSON API; a refused or dropped connection retried."""
+    url = PROMETHEUS + path
+    if params:
+        url += '?' + urllib.parse.urlencode(params)
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
+    assert body['status'] == 'success', body
+    return body['data']
+
+
+def promql(query):
+    """Instant query: {hypervisor (or uuid): value}."""
+    values = {}
+    for item in prometheus_get('/api/v1/query', {'query': query})['result']:
+        metric = item['metric']
+        key = metric.get('hypervisor') if 'uuid' not in metric \
+            else metric['uuid']
+        values[key] = float(item['value'][1])
+    return values
+
+
+def promql_for(query, keys, timeout=60):
+    """promql(query) once its series are exactly `keys`."""
+    keys = set(keys)
+    return wait_for(
+        lambda: (lambda values: values if set(values) == keys else None)(
+            promql(query)),
+        timeout, message='%s for exactly %s' % (query, sorted(keys)))
+
+
+def connection():
+    import openstack as sdk
+    return devcloud_retry.retrying(sdk.connect(cloud='devcloud'))
+
+
+def hypervisor_names():
+    """{service host: hypervisor (node) name} of every compute."""
+    return {h.service_details['host']: h.name
+            for h in connection().compute.hypervisors(details=True)}
+
+
+def wait_for(predicate, timeout, interval=2, message='condition'):
+    """Poll predicate() until it returns a true value; return that value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError('timed out after %d s waiting for %s (last: %r)' % (
+        timeout, message, last))
+
+
+class DevcloudTestCase(unittest.TestCase):
+    """Loads SCENARIO once for the class (it replaces all servers).
+
+    cls.node maps each service host (hv01) to its hypervisor name
+    (hv01.devcloud.test), what os-hypervisors, Placement and the exporter
+    call it.
+    """
+
+    SCENARIO = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if 'OS_CLIENT_CONFIG_FILE' not in os.environ:
+            raise RuntimeError('OS_CLIENT_CONFIG_FILE is not set: run the '
+                               'self-checks with devcloud check')
+        if cls.SCENARIO:
+            devcloud('load', cls.SCENARIO)
+        cls.node = hypervisor_names()
+        cls.host = {node: host for host, node in cls.node.items()}
