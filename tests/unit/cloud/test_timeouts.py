@@ -108,3 +108,26 @@ class TestPrometheusStalls(unittest.TestCase):
                 client.query('up')
             self.assertLess(time.monotonic() - started, TIMEOUT + SLACK)
         self.assertIn('ConnectTimeout', str(ctx.exception))
+
+
+class TestConnectionPool(StallTest):
+    def test_parallel_placement_reads_find_a_free_connection(self):
+        # 16 threads read Placement; urllib3's default pool holds 10 and
+        # warns "Connection pool is full, discarding connection" beyond.
+        hyps = [b.hypervisor('hv%02d' % i) for i in range(24)]
+        servers = [b.server('s%02d' % i, 'hv%02d' % i) for i in range(24)]
+        self.cloud.stop()
+        self.cloud = standin.StandIn(b.document(hyps, servers))
+        self.cloud.start()
+        self.addCleanup(self.cloud.stop)
+        self.cloud.fault('placement', '/resource_providers/', 'slow:0.05')
+        self.cloud.write_clouds_yaml(self.clouds_yaml)
+        config = loader.OpenStackConfig(config_files=[self.clouds_yaml],
+                                        vendor_files=[])
+        conn = connection.open_connection(
+            config, argparse.Namespace(cloud='standin'), {})
+        with self.assertLogs('urllib3.connectionpool', 'DEBUG') as logs:
+            collect.Collector(conn).collect()
+        self.assertEqual([], [line for line in logs.output
+                              if 'pool is full' in line])
+        self.assertGreater(len(logs.output), 48)  # it did log its requests
