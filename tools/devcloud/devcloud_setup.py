@@ -7,7 +7,7 @@ Called by the devcloud script with the devcloud venv's Python:
     devcloud_setup.py wait-computes N
     devcloud_setup.py post-start COMPUTES_DIR
     devcloud_setup.py hypervisors SCENARIO       print the scenario's SPECs
-    devcloud_setup.py delete-service HOST
+    devcloud_setup.py delete-service HOST [HOST ...]
     devcloud_setup.py clear                      delete all servers and groups
     devcloud_setup.py load SCENARIO COMPUTES_DIR
     devcloud_setup.py status
@@ -161,11 +161,12 @@ def hypervisor_specs(path):
             h.get('reserved_mb', 0))))
 
 
-def delete_service(host):
+def delete_service(*hosts):
     c = conn()
-    for svc in c.compute.services(binary='nova-compute', host=host):
-        c.compute.delete_service(svc)
-        print('deleted compute service %s' % host)
+    for host in hosts:
+        for svc in c.compute.services(binary='nova-compute', host=host):
+            c.compute.delete_service(svc)
+            print('deleted compute service %s' % host)
 
 
 def clear(c):
@@ -277,12 +278,14 @@ def main(argv):
     commands = {
         'catalog': (catalog, 0), 'wait-computes': (wait_computes, 1),
         'post-start': (post_start, 1), 'hypervisors': (hypervisor_specs, 1),
-        'delete-service': (delete_service, 1), 'load': (load, 2),
+        'delete-service': (delete_service, -1), 'load': (load, 2),
         'clear': (lambda: clear(conn()), 0),
         'status': (status, 0),
     }
-    if len(argv) < 2 or argv[1] not in commands or \
-            len(argv) - 2 != commands[argv[1]][1]:
+    if len(argv) < 2 or argv[1] not in commands:
+        sys.exit(__doc__)
+    arity = commands[argv[1]][1]  # -1: one or more
+    if len(argv) - 2 != arity and not (arity < 0 and len(argv) > 2):
         sys.exit(__doc__)
     func, _ = commands[argv[1]]
     args = argv[2:]
