@@ -55,8 +55,12 @@ def reading(what):
     except requests.exceptions.JSONDecodeError as exc:
         raise CollectError('%s: the answer is not JSON (%s)' % (
             what, exc)) from exc
+    except RecursionError:
+        raise CollectError('%s: the answer is nested too deeply to be '
+                           'Nova\'s or Placement\'s' % what) from None
+    # OverflowError: int() of an infinite number.
     except (KeyError, IndexError, TypeError, AttributeError,
-            ValueError) as exc:
+            ValueError, OverflowError) as exc:
         raise CollectError('%s: the answer has an unexpected shape (%s: %s)'
                            % (what, type(exc).__name__, _short(exc))) \
             from exc
@@ -169,7 +173,7 @@ class Collector:
         """All groups: the API pages by offset and gives no next link, and
         a page may be shorter than asked for (Nova's max_limit), so the
         end is the first empty page."""
-        groups, offset = [], 0
+        groups, offset, seen = [], 0, set()
         with reading('Nova GET /os-server-groups'):
             while True:
                 page = _get(self.conn.compute, '/os-server-groups',
@@ -178,6 +182,14 @@ class Collector:
                                 'offset': offset}, microversion=COMPUTE_MIN)
                 if not page:
                     return groups
+                # An answer that ignores the offset would page forever.
+                for group in page:
+                    _mapping('a server group', group)
+                ids = {group.get('id') for group in page}
+                if seen.issuperset(ids):
+                    raise ValueError('the page at offset %d repeats server '
+                                     'groups already read' % offset)
+                seen.update(ids)
                 groups.extend(page)
                 offset += len(page)
 
@@ -202,6 +214,15 @@ class Collector:
         inventories = {rp_id: inv for rp_id, inv, _ in results}
         allocations = {rp_id: alloc for rp_id, _, alloc in results}
         return ([(rp, inventories[rp.id]) for rp in providers], allocations)
+
+
+def _mapping(name, value):
+    """True, or TypeError naming what is not an object (a text would
+    pass "'total' in value")."""
+    if not isinstance(value, dict):
+        raise TypeError('%s is %s, not an object' % (
+            name, type(value).__name__))
+    return True
 
 
 def _cpu_info(hypervisor):
@@ -285,7 +306,7 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
                 rc: {k: inv[k] for k in ('total', 'reserved',
                                          'allocation_ratio', 'min_unit',
                                          'max_unit', 'step_size') if k in inv}
-                for rc, inv in inventory.items()}
+                for rc, inv in inventory.items() if _mapping(rc, inv)}
         with reading('Nova GET /os-hypervisors/detail (%s)' % name):
             docs.append(_hypervisor_doc(hyp, host, rp, by_host.get(host),
                                         host_aggregates, inventories, usages))

@@ -12,7 +12,10 @@ times, and the connection pool holds as many connections as the collector
 has threads, so parallel Placement reads never wait for a free one.
 """
 
+import urllib.parse
+
 from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import identity as ksa_identity
 from keystoneauth1 import session as ksa_session
 from openstack import connection
 from openstack import exceptions as sdk_exc
@@ -48,7 +51,31 @@ def open_connection(cloud_config, options, settings=None, request_id=None):
     adapter = ksa_session.TCPKeepAliveAdapter(pool_maxsize=collect.WORKERS)
     for scheme in ('https://', 'http://'):
         conn.session.session.mount(scheme, adapter)
+    # Authenticate now, so a Keystone failure is named after Keystone and
+    # not after the first Nova or Placement request that needed a token.
+    with collect.reading(_authentication(region)):
+        conn.authorize()
+        auth = conn.session.auth
+        if isinstance(auth, ksa_identity.BaseIdentityPlugin):
+            # keystoneauth reads the token's body (expiry, catalog) only
+            # when first needed: read it here too.
+            access = auth.get_access(conn.session)
+            access.will_expire_soon()
+            access.service_catalog.get_endpoints()
     return conn
+
+
+def _authentication(region):
+    """How messages name the token request: 'Keystone POST
+    /v3/auth/tokens' (every v3 plugin posts there)."""
+    url = (region.config.get('auth') or {}).get('auth_url') or ''
+    try:
+        path = urllib.parse.urlsplit(url).path.rstrip('/')
+    except ValueError:
+        path = ''
+    if path.endswith('/v3'):
+        return 'Keystone POST %s/auth/tokens' % path
+    return 'Keystone authentication at %s' % (url or 'the auth URL')
 
 
 def _api_timeout(region):

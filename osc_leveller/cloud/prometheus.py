@@ -102,7 +102,7 @@ class Client:
     def _samples(self, response, promql):
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested silly
             body = None
         if not isinstance(body, dict):
             body = {}
@@ -117,9 +117,9 @@ class Client:
             # bad_data: the query itself is wrong, and stays wrong. Other
             # errors (execution, timeout) can pass with the data, so the
             # caller falls back to allocations for this run.
-            error = 'Prometheus rejected the query %r: %s' % (
-                promql, body.get('error') or body.get('errorType') or
-                'HTTP %d' % response.status_code)
+            error = 'Prometheus at %s rejected the query %r: %s' % (
+                self.url, promql, body.get('error') or
+                body.get('errorType') or 'HTTP %d' % response.status_code)
             if body.get('errorType') == 'bad_data':
                 raise PrometheusError(error)
             raise Unreachable(error)
@@ -132,8 +132,8 @@ class Client:
         if not isinstance(data, dict) or \
                 data.get('resultType') != 'vector':
             raise PrometheusError(
-                'the query %r must return an instant vector, not %s' % (
-                    promql, data.get('resultType')
+                '%s answered the query %r with %s, not an instant vector' % (
+                    self.url, promql, data.get('resultType')
                     if isinstance(data, dict) else 'no data'))
         result = data.get('result')
         if not isinstance(result, list) or not all(
@@ -147,7 +147,8 @@ class Client:
         for item in result:
             try:
                 value = float(item['value'][1])
-            except (KeyError, IndexError, TypeError, ValueError):
+            except (KeyError, IndexError, TypeError, ValueError,
+                    OverflowError):  # an int too large for a float
                 value = math.nan
             labels = {k: v for k, v in item['metric'].items()
                       if isinstance(v, str)}

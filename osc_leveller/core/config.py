@@ -11,7 +11,6 @@ import dataclasses
 import difflib
 import math
 import re
-import reprlib
 import string
 import urllib.parse
 
@@ -29,12 +28,8 @@ URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 PLACEHOLDERS = ('window', 'label')
 # Beyond this a number means nothing here, and an int would not fit a float.
 MAX_NUMBER = 2 ** 53
-# How much of a bad value an error message quotes: a YAML alias bomb of a
-# few hundred bytes expands to millions of items.
-_QUOTE = reprlib.Repr()
-_QUOTE.maxstring = _QUOTE.maxother = 80
-_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 5
-_QUOTE.maxlevel = 3
+# user:password@ after a scheme, to the last @ (a password may hold one).
+_USERINFO = re.compile(r'(://[^/?#@:]*:).*@')
 
 
 class ConfigError(errors.LevellerError, ValueError):
@@ -217,7 +212,7 @@ def check(key, value, where, flag=False):
             if key.kind == URL and isinstance(value, str) else value
         return ConfigError('%s: %smust be %s (got %s)' % (
             where, '' if flag else key.name + ': ', expected,
-            _QUOTE.repr(shown)))
+            errors.quote(shown)))
 
     if value is None:
         return None
@@ -255,11 +250,17 @@ def _number(key, value, bad):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         if not isinstance(value, str):
             raise bad('a number')
+        # openstacksdk hands clouds.yaml numbers over as text: an integer
+        # is read whole, since float('9007199254740993') rounds into range.
         try:
-            value = float(value)
+            value = int(value)
         except ValueError:
-            raise bad('a number') from None
-    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad('a number') from None
+    # abs() first: an int too large for a float makes isfinite() raise.
+    if abs(value) > MAX_NUMBER or not math.isfinite(value):
         raise bad('a finite number of at most 2**53')
     if key.kind == INT:
         if value != int(value):
@@ -295,15 +296,19 @@ def _url(value, bad):
 def _query(value, bad):
     """The query's {placeholders} are the known ones; {{ }} are braces."""
     try:
-        names = [name for _, name, _, _ in string.Formatter().parse(value)
-                 if name is not None]
+        fields = [(name, spec, conversion) for _, name, spec, conversion
+                  in string.Formatter().parse(value) if name is not None]
     except ValueError as exc:
         raise bad('PromQL with {window} or {label} placeholders and {{ }} '
                   'for braces (%s)' % exc) from None
-    unknown = [n for n in names if n not in PLACEHOLDERS]
-    if unknown:
-        raise bad('PromQL whose placeholders are {window} and {label}, not '
-                  '{%s}; write braces of PromQL as {{ }}' % unknown[0])
+    for name, spec, conversion in fields:
+        # A conversion or format spec ({window!z}, {label:d}) would only
+        # fail when the query is filled in, in the middle of a live read.
+        if name not in PLACEHOLDERS or spec or conversion:
+            raise bad('PromQL whose placeholders are {window} and {label}, '
+                      'not {%s%s%s}; write braces of PromQL as {{ }}' % (
+                          name, '!' + conversion if conversion else '',
+                          ':' + spec if spec else ''))
 
 
 def weight_flags(pairs, where='--weight'):
@@ -389,7 +394,10 @@ def display(key, value):
 
 def mask_url(url):
     """The URL with any password in it replaced by the mask."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # not a URL (an unclosed [IPv6 host): mask by shape
+        return _USERINFO.sub(r'\1%s@' % MASK, url)
     if parts.password is None:
         return url
     netloc = '%s:%s@%s' % (parts.username, MASK,

@@ -419,14 +419,15 @@ def targets_from(document, snapshot, origin):
         server = snapshot.find_server(str(ref))
         if server is None:
             raise PathError('%s: %s: no such server (or the name is not '
-                            'unique: use the ID)' % (origin, ref))
+                            'unique: use the ID)' % (origin,
+                                                     errors.name(ref)))
         if not isinstance(where, str):
-            raise PathError('%s: %s: the hypervisor must be a name, not %r'
-                            % (origin, ref, where))
+            raise PathError('%s: %s: the hypervisor must be a name, not %s'
+                            % (origin, server.label, errors.quote(where)))
         hyp = snapshot.find_hypervisor(where)
         if hyp is None:
             raise PathError('%s: %s: no such hypervisor or compute host %s'
-                            % (origin, ref, where))
+                            % (origin, server.label, errors.name(where)))
         if targets.get(server.id, hyp.name) != hyp.name:
             raise PathError('%s: server %s is given two targets' % (
                 origin, server.id))

@@ -85,12 +85,21 @@ def parse_time(text, path='timestamp'):
             path, 'is not an ISO 8601 time (got %r)' % text) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
+    try:
+        # Its offset may take it past year 1 or 9999, which no plan or
+        # snapshot could then write back.
+        moment = moment.astimezone(datetime.timezone.utc)
+    except OverflowError:
+        raise validation.ValidationError(
+            path, 'is outside the years 1 to 9999 in UTC (got %r)' % text) \
+            from None
     return moment.timestamp()
 
 
 def format_time(seconds):
     moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
-    return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
+    # Not strftime: its %Y writes year 1 as '1', which no reader takes back.
+    return moment.isoformat(timespec='seconds').replace('+00:00', 'Z')
 
 
 def flavor_resources(flavor, boot_from_volume):

@@ -22,7 +22,9 @@ URL_PASSWORD = re.compile(r'(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/@:\'"]*:)'
 SECRET_OPTION = re.compile(
     r'((?:--os-|\bos_)(?:password|token|passcode|client[-_]secret|'
     r'application[-_]credential[-_]secret|access[-_]secret|totp)'
-    r'(?:[ =]|=\')?)([^\s\',)]+)')
+    r'(?:[ =]|=\')?)'
+    # Not the words of a help text: "set --os-password or OS_PASSWORD".
+    r'(?!(?:or|and|to|is|env)\b)([^\s\',)]+)')
 _known = set()  # secret values read from settings
 _installed = []
 

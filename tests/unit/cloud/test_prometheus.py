@@ -135,10 +135,12 @@ class PrometheusTest(unittest.TestCase):
         for query, message in (
                 ('bad(', "rejected the query 'bad(': parse error at char 5"),
                 ('down', 'answered HTTP 503'),
-                ('matrix[5m]', 'must return an instant vector, not matrix')):
+                ('matrix[5m]', "answered the query 'matrix[5m]' with "
+                               "matrix, not an instant vector")):
             with self.assertRaises(prometheus.PrometheusError) as ctx:
                 client.query(query)
             self.assertIn(message, str(ctx.exception))
+            self.assertIn(self.url, str(ctx.exception))
         self.assertEqual(2, sum(1 for q, _ in FakePrometheus.seen
                                 if q == 'down'))
         # A bad query stays bad; an execution error may pass with the data.
@@ -157,6 +159,21 @@ class PrometheusTest(unittest.TestCase):
         with self.assertRaises(prometheus.PrometheusError) as ctx:
             closed.query('up')
         self.assertIn('cannot reach Prometheus at http://127.0.0.1:9',
+                      str(ctx.exception))
+
+    def test_answers_past_json_and_floats(self):
+        # A sample too large for a float is no fraction; a body nested too
+        # deeply for the JSON reader is not Prometheus'.
+        FakePrometheus.answers = {'big': (200, {
+            'status': 'success', 'data': {'resultType': 'vector', 'result': [
+                {'metric': {'hypervisor': 'hv01'}, 'value': [0, 10 ** 400]}]}}),
+            'deep': (200, '[' * 100000 + ']' * 100000)}
+        client = prometheus.Client(self.url, retries=0)
+        [(_, value)] = client.query('big')
+        self.assertNotEqual(value, value)  # NaN: the caller says why
+        with self.assertRaises(prometheus.PrometheusError) as ctx:
+            client.query('deep')
+        self.assertIn('%s does not answer like Prometheus' % self.url,
                       str(ctx.exception))
 
     def test_a_url_that_is_not_prometheus_is_an_error(self):

@@ -51,6 +51,37 @@ class TestFlatten(unittest.TestCase):
                 config.flatten(section, 'f.yaml')
             self.assertIn(message, str(ctx.exception))
 
+    def test_numbers_past_a_float(self):
+        # An int too large for a float, and clouds.yaml's text of an int
+        # that float() would round into range.
+        for value in (10 ** 400, -10 ** 400, '9007199254740993', '1e999'):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.flatten({'weights': {'cpu': value}}, 'f.yaml')
+            self.assertIn('f.yaml: weights.cpu: must be a finite number of '
+                          'at most 2**53', str(ctx.exception))
+        self.assertEqual({'max_moves': 2 ** 53}, config.flatten(
+            {'max_moves': str(2 ** 53)}, 'f.yaml'))
+
+    def test_query_placeholders_take_no_conversion_or_format(self):
+        for query, shown in (('rate(x[{window!z}])', '{window!z}'),
+                             ('avg by ({label:d}) (up)', '{label:d}'),
+                             ('rate(x[{window.real}])', '{window.real}')):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.flatten({'prometheus': {'queries': {'cpu': query}}},
+                               'f.yaml')
+            self.assertIn('prometheus.queries.cpu: must be PromQL whose '
+                          'placeholders are {window} and {label}, not '
+                          + shown, str(ctx.exception))
+
+    def test_a_malformed_url_is_refused_and_masked(self):
+        for url in ('http://ops:s3cret@[::1', 'http://[::1:9090'):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.check(config.BY_NAME['prometheus.url'], url,
+                             '--prometheus-url', flag=True)
+            self.assertIn('--prometheus-url: must be an http or https URL',
+                          str(ctx.exception))
+            self.assertNotIn('s3cret', str(ctx.exception))
+
     def test_every_default_passes_its_own_check(self):
         for key in config.KEYS:
             self.assertEqual(key.default, config.check(key, key.default, 'x'),

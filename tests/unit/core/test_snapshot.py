@@ -158,6 +158,18 @@ class TestBadSnapshots(unittest.TestCase):
         doc = self.good()
         doc['taken_at'] = '2026-13-45T99:00'
         self.assert_error(doc, 'taken_at: is not an ISO 8601 time')
+        for moment in ('0001-01-01T00:00:00+14:00',
+                       '9999-12-31T23:59:59-14:00'):
+            doc = self.good()
+            doc['taken_at'] = moment
+            self.assert_error(doc, 'taken_at: is outside the years 1 to 9999')
+
+    def test_times_of_year_one_round_trip(self):
+        seconds = snapshot_io.parse_time('0001-01-01T00:00:00Z')
+        self.assertEqual('0001-01-01T00:00:00Z',
+                         snapshot_io.format_time(seconds))
+        self.assertEqual('2026-11-20T12:00:00Z', snapshot_io.format_time(
+            snapshot_io.parse_time('2026-11-20T12:00:00.75Z')))
 
     def test_files(self):
         with tempfile.TemporaryDirectory() as tmp:
