@@ -1,11 +1,33 @@
-"""The collector against fake SDK proxies that count their calls."""
+"""The collector against fake SDK proxies that answer like Nova and Placement.
+
+The fakes honour what the real services honour, so a collector that forgets
+to ask for something gets what a real cloud would give it: servers and
+server groups of the token's project only without all_projects, id, name
+and links only with details=False (the SDK's servers() defaults to True),
+every migration ever without changes_since, hypervisors without cpu_info
+above microversion 2.87, server groups without "policy" below 2.64. Records
+are built by the SDK's own resource classes from Nova's and Placement's JSON,
+so the attribute names the collector reads are the SDK's.
+"""
 
 import collections
+import contextlib
 import datetime
+import http
 import json
 import types
 import unittest
+import urllib.parse
 from unittest import mock
+import warnings
+
+from openstack.compute.v2 import aggregate as sdk_aggregate
+from openstack.compute.v2 import migration as sdk_migration
+from openstack.compute.v2 import server as sdk_server
+from openstack.compute.v2 import service as sdk_service
+from openstack.placement.v1 import resource_provider as sdk_rp
+from openstack import warnings as sdk_warnings
+import requests
 
 from osc_leveller.cloud import collect
 from osc_leveller.core import config
@@ -14,156 +36,451 @@ from osc_leveller.core import snapshot as snapshot_io
 
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=datetime.timezone.utc)
 NS = types.SimpleNamespace
+TOKEN_PROJECT = 'p1'  # the project the fake token is scoped to
+NOVA_MAX_LIMIT = 1000  # Nova's [api] max_limit: the largest page
+MIG_UUID = '0a5e2c44-6f47-4d5c-8e0b-1c2d3e4f5a61'  # s0, live, in flight
+RESIZE_UUID = '7b1d9e02-3c4a-4b5f-9d6e-2f3a4b5c6d72'  # rs, awaits confirm
+OLD_UUID = 'c4e8f1a3-9b2d-4e6f-8a1c-3d4e5f6a7b83'  # s1, three days ago
+SMALL = (2, 4096)  # vCPUs, MiB
+LARGE = (4, 8192)
 
 
-class Response:
-    def __init__(self, body, status=200):
-        self.body, self.status_code = body, status
-        self.headers = {}
+def response(status, body=None, url='https://cloud.example/',
+             method='GET'):
+    """What a keystoneauth adapter returns with raise_exc=False."""
+    resp = requests.Response()
+    resp.status_code = status
+    resp.reason = http.HTTPStatus(status).phrase
+    resp.url = urllib.parse.urljoin('https://cloud.example/', url)
+    resp.request = requests.Request(method, resp.url).prepare()
+    if body is not None:
+        resp.headers['content-type'] = 'application/json'
+        resp._content = json.dumps(body).encode('utf-8')
+    else:
+        resp._content = b''
+    resp.encoding = 'utf-8'
+    return resp
 
-    def json(self):
-        return self.body
+
+@contextlib.contextmanager
+def quiet():
+    """Without the SDK's warning about its own internals, one per record
+    it builds (a server's flavor too, when the collector reads it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', sdk_warnings.RemovedInSDK50Warning)
+        yield
+
+
+def sdk(resource, body):
+    """The SDK's record of a JSON body, as its listings build them."""
+    with quiet():
+        return resource.existing(**body)
+
+
+def version(text):
+    return tuple(int(part) for part in text.split('.'))
+
+
+def _when(text):
+    return datetime.datetime.fromisoformat(
+        text.replace('Z', '+00:00').split('.')[0]).replace(
+        tzinfo=datetime.timezone.utc)
+
+
+def _truthy(value):
+    return str(value).lower() in ('true', '1', 'yes')
 
 
 class FakeProxy:
-    """Records every call as (method, url or name)."""
+    """An SDK proxy: raw GETs and resource listings, all recorded."""
 
-    def __init__(self, routes, lists):
-        self.routes, self.lists = routes, lists
-        self.calls = []
+    default_version = '1.0'
 
-    def get(self, url, **kwargs):
-        self.calls.append(('GET', url.split('?')[0]))
-        body = self.routes(url, kwargs.get('params') or {})
-        return Response(body)
+    def __init__(self):
+        self.calls = []  # (method, path) or ('list', name): what costs
+        self.requests = []  # every call with its arguments
 
-    def __getattr__(self, name):
-        if name not in self.lists:
-            raise AttributeError(name)
+    def get(self, url, microversion=None, params=None, **kwargs):
+        parts = urllib.parse.urlsplit(url)
+        path = parts.path
+        if path.startswith('/v2.1/'):  # an absolute next link
+            path = path[len('/v2.1'):]
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        query.update({k: str(v) for k, v in (params or {}).items()})
+        self.calls.append(('GET', path))
+        self.requests.append({'method': 'GET', 'path': path, 'query': query,
+                              'microversion': microversion,
+                              'kwargs': kwargs})
+        status, body = self.route(
+            path, query, version(microversion or self.default_version))
+        return response(status, body, url)
 
-        def listing(*args, **kwargs):
-            self.calls.append(('list', name))
-            return iter(self.lists[name])
-        return listing
+    def listing(self, name, resource, query, **also):
+        # The SDK refuses query parameters its resource does not map.
+        resource._query_mapping._validate(query, base_path=resource.base_path)
+        self.calls.append(('list', name))
+        self.requests.append({'method': 'list', 'name': name,
+                              'query': dict(query, **also)})
 
 
-def cloud(n_hosts, groups=3, group_page=None):
-    hosts = ['hv%02d' % i for i in range(n_hosts)]
-    rps = [NS(id='rp-%s' % h, name=h, parent_provider_id=None)
-           for h in hosts]
-    rps.append(NS(id='rp-gpu', name='hv00_gpu', parent_provider_id='rp-hv00'))
-    servers = [NS(id='s%d' % i, name='vm%d' % i, project_id='p1',
-                  hypervisor_hostname=hosts[i % n_hosts],
-                  compute_host=hosts[i % n_hosts], status='ACTIVE',
-                  task_state=None, is_locked=False,
-                  flavor={'original_name': 'm1', 'vcpus': 2, 'ram': 4096,
-                          'disk': 20, 'ephemeral': 0, 'swap': 0,
-                          'extra_specs': {}},
-                  image=NS(id='img'), metadata={}, tags=[],
-                  pinned_availability_zone=None)
-               for i in range(2 * n_hosts)]
-    services = [NS(host=h, status='enabled', state='up', is_forced_down=False,
-                   disabled_reason=None, availability_zone='az1')
-                for h in hosts]
-    migration = NS(id='mig-1', server_id='s0', status='running',
-                   migration_type='live-migration', source_compute='hv00',
-                   dest_compute='hv01', created_at='2026-11-20T11:59:00.000000',
-                   updated_at=None)
+class FakeNova(FakeProxy):
+    default_version = '2.1'  # what Nova assumes when none is sent
 
-    def compute_routes(url, params):
-        if url.startswith('/os-hypervisors/detail'):
-            return {'hypervisors': [
-                {'id': 'rp-%s' % h, 'hypervisor_hostname': h,
-                 'hypervisor_type': 'fake', 'service': {'host': h},
-                 'cpu_info': json.dumps({'arch': 'x86_64', 'model': 'M',
-                                         'features': ['avx2']})}
-                for h in hosts] + [{'hypervisor_hostname': 'bm1',
-                                    'hypervisor_type': 'ironic'},
-                                   {'hypervisor_hostname': 'new1',
-                                    'hypervisor_type': 'fake',
-                                    'service': {'host': 'new1'}}]}
-        if url.startswith('/os-server-groups'):
-            everything = [{'id': 'g%d' % i, 'name': 'g%d' % i,
-                           'policy': 'anti-affinity', 'rules': {},
-                           'members': []} for i in range(groups)]
-            offset, limit = params['offset'], params['limit']
-            return {'server_groups': everything[offset:offset + limit]}
-        raise AssertionError(url)
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
 
-    def placement_routes(url, params):
-        rp_id = url.split('/')[2]
-        if url.endswith('/inventories'):
-            return {'inventories': {
-                'VCPU': {'total': 16, 'reserved': 0, 'allocation_ratio': 4.0,
-                         'min_unit': 1, 'max_unit': 16, 'step_size': 1},
-                'MEMORY_MB': {'total': 65536, 'reserved': 2048,
-                              'allocation_ratio': 1.0, 'min_unit': 1,
-                              'max_unit': 65536, 'step_size': 1}}}
-        if rp_id == 'rp-gpu':
-            return {'allocations': {'s0': {'resources': {'VGPU': 1}}}}
-        host = rp_id[3:]
-        allocations = {s.id: {'resources': {'VCPU': 2, 'MEMORY_MB': 4096}}
-                       for s in servers if s.hypervisor_hostname == host}
-        if host == 'hv00':
-            allocations['mig-1'] = {'resources': {'VCPU': 2,
-                                                  'MEMORY_MB': 4096}}
-        return {'allocations': allocations}
+    def services(self, **query):
+        self.listing('services', sdk_service.Service, query)
+        return iter([sdk(sdk_service.Service, s)
+                     for s in self.world.services
+                     if s['binary'] == query.get('binary', s['binary'])
+                     and s['host'] == query.get('host', s['host'])])
 
-    compute = FakeProxy(compute_routes, {
-        'services': services, 'aggregates': [
-            NS(name='agg-az1', hosts=hosts, metadata={
-                'availability_zone': 'az1'})],
-        'servers': servers, 'migrations': [migration]})
-    placement = FakeProxy(placement_routes, {'resource_providers': rps})
-    conn = NS(compute=compute, placement=placement,
-              config=NS(name='test', region_name='RegionOne'))
-    return conn
+    def aggregates(self, **query):
+        self.listing('aggregates', sdk_aggregate.Aggregate, query)
+        return iter([sdk(sdk_aggregate.Aggregate, a)
+                     for a in self.world.aggregates])
+
+    def servers(self, details=True, all_projects=False, **query):
+        self.listing('servers', sdk_server.Server, query, details=details,
+                     all_projects=all_projects)
+        result = []
+        for body in self.world.servers:
+            if not all_projects and body['tenant_id'] != TOKEN_PROJECT:
+                continue
+            if not details:  # GET /servers: id, name and links only
+                body = {k: body[k] for k in ('id', 'name', 'links')}
+            result.append(sdk(sdk_server.Server, body))
+        return iter(result)
+
+    def migrations(self, **query):
+        self.listing('migrations', sdk_migration.Migration, query)
+        since = query.get('changes_since')
+        return iter([
+            sdk(sdk_migration.Migration, m)
+            for m in self.world.migrations
+            # Nova compares updated_at; one never updated does not match.
+            if since is None or (m['updated_at'] and
+                                 _when(m['updated_at']) >= _when(since))])
+
+    def route(self, path, query, at):
+        if path == '/os-hypervisors/detail':
+            return 200, self.world.hypervisor_page(query, at)
+        if path == '/os-server-groups':
+            return 200, self.world.group_page(query, at)
+        return 404, {'itemNotFound': {'code': 404, 'message': path}}
+
+
+class FakePlacement(FakeProxy):
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
+
+    def resource_providers(self, **query):
+        self.listing('resource_providers', sdk_rp.ResourceProvider, query)
+        return iter([sdk(sdk_rp.ResourceProvider, rp)
+                     for rp in self.world.providers])
+
+    def route(self, path, query, at):
+        _, collection, uuid, what = path.split('/')
+        known = {rp['uuid'] for rp in self.world.providers}
+        if collection != 'resource_providers' or uuid not in known:
+            return 404, {'errors': [{'status': 404, 'title': 'Not Found',
+                                     'detail': 'No resource provider ' +
+                                     uuid}]}
+        if what == 'inventories':
+            return 200, {'inventories': self.world.inventories,
+                         'resource_provider_generation': 1}
+        if what == 'allocations':
+            return 200, {'allocations': self.world.allocations(uuid),
+                         'resource_provider_generation': 1}
+        return 404, None
+
+
+class World:
+    """One small cloud as Nova and Placement record it.
+
+    Hypervisor (node) names hvNN, compute service hosts cmp-hvNN. Servers
+    sN alternate between projects p1 and p2. In flight: s0 live-migrating
+    hvA -> hvB (Placement: the migration's uuid holds s0's allocation on the
+    source, s0 its own on the destination); rs resized from 2 to 4 vCPUs,
+    landed on hvC and awaiting confirmation (the migration holds the old
+    flavor on hvB). s1 moved three days ago. sN (N = hosts) uses a vGPU of a
+    child provider of hv00.
+    """
+
+    def __init__(self, n_hosts, groups=3):
+        n = n_hosts
+        self.nodes = ['hv%02d' % i for i in range(n)]
+        self.hosts = ['cmp-' + node for node in self.nodes]
+        src, mid, dst = 0, 1 % n, 2 % n
+        self.services = [
+            {'id': 'svc-%s' % host, 'binary': 'nova-compute', 'host': host,
+             'zone': 'az1', 'status': 'enabled', 'state': 'up',
+             'forced_down': False, 'disabled_reason': None}
+            for host in self.hosts] + [
+            {'id': 'svc-conductor', 'binary': 'nova-conductor',
+             'host': 'ctl1', 'zone': 'internal', 'status': 'enabled',
+             'state': 'up', 'forced_down': False, 'disabled_reason': None}]
+        self.aggregates = [{'id': 1, 'name': 'agg-az1', 'hosts': self.hosts,
+                            'metadata': {'availability_zone': 'az1'}}]
+        self.servers = []
+        self.holdings = []  # (node, consumer, resources)
+        for i in range(2 * n):
+            node = i % n
+            self.add_server('s%d' % i, 'p1' if i % 2 == 0 else 'p2', node,
+                            SMALL)
+        # s0 is on its source until the live migration ends.
+        self.servers[0]['OS-EXT-STS:task_state'] = 'migrating'
+        self.holdings[0] = (self.nodes[mid], 's0', _alloc(SMALL))
+        self.holdings.append((self.nodes[src], MIG_UUID, _alloc(SMALL)))
+        self.add_server('rs', 'p2', dst, LARGE, status='VERIFY_RESIZE')
+        self.holdings.append((self.nodes[mid], RESIZE_UUID, _alloc(SMALL)))
+        self.gpu_server = 's%d' % n  # on hv00
+        self.migrations = [
+            _migration(40, OLD_UUID, 's1', 'completed', 'live-migration',
+                       self.hosts[mid], self.hosts[src], NOW -
+                       datetime.timedelta(days=3)),
+            _migration(41, MIG_UUID, 's0', 'running', 'live-migration',
+                       self.hosts[src], self.hosts[mid],
+                       NOW - datetime.timedelta(minutes=1)),
+            _migration(42, RESIZE_UUID, 'rs', 'finished', 'resize',
+                       self.hosts[mid], self.hosts[dst],
+                       NOW - datetime.timedelta(hours=1)),
+        ]
+        self.groups = [{'id': 'g%d' % i, 'name': 'g%d' % i,
+                        'project_id': 'p1' if i % 2 == 0 else 'p2',
+                        'user_id': 'u1', 'policy': 'anti-affinity',
+                        'rules': {}, 'members': []} for i in range(groups)]
+        self.providers = [
+            {'uuid': 'rp-' + node, 'name': node, 'generation': 1,
+             'parent_provider_uuid': None, 'root_provider_uuid': 'rp-' + node}
+            for node in self.nodes]
+        self.providers.append({
+            'uuid': 'rp-gpu', 'name': 'hv00_pgpu0', 'generation': 1,
+            'parent_provider_uuid': 'rp-hv00',
+            'root_provider_uuid': 'rp-hv00'})
+        self.inventories = {
+            'VCPU': {'total': 16, 'reserved': 0, 'allocation_ratio': 4.0,
+                     'min_unit': 1, 'max_unit': 16, 'step_size': 1},
+            'MEMORY_MB': {'total': 65536, 'reserved': 2048,
+                          'allocation_ratio': 1.0, 'min_unit': 1,
+                          'max_unit': 65536, 'step_size': 1}}
+
+    def add_server(self, sid, project, node, flavor, status='ACTIVE'):
+        vcpus, ram = flavor
+        self.servers.append({
+            'id': sid, 'name': 'vm-' + sid, 'tenant_id': project,
+            'user_id': 'u1', 'status': status, 'OS-EXT-STS:task_state': None,
+            'OS-EXT-SRV-ATTR:host': self.hosts[node],
+            'OS-EXT-SRV-ATTR:hypervisor_hostname': self.nodes[node],
+            'locked': False, 'metadata': {}, 'tags': [],
+            'flavor': {'original_name': 'f%d' % vcpus, 'vcpus': vcpus,
+                       'ram': ram, 'disk': 20, 'ephemeral': 0, 'swap': 0,
+                       'extra_specs': {}},
+            'image': {'id': 'img', 'links': []},
+            'links': [{'rel': 'self', 'href': '/servers/' + sid}]})
+        self.holdings.append((self.nodes[node], sid, _alloc(flavor)))
+
+    def hypervisor_page(self, query, at):
+        records = [self.hypervisor(i, node, at)
+                   for i, node in enumerate(self.nodes)]
+        records.insert(1, {'id': 901, 'hypervisor_hostname': 'bm1',
+                           'hypervisor_type': 'ironic', 'state': 'up',
+                           'status': 'enabled',
+                           'service': {'host': 'ironic1'}})
+        records.append({'id': 902, 'hypervisor_hostname': 'new1',
+                        'hypervisor_type': 'QEMU', 'state': 'up',
+                        'status': 'enabled', 'service': {'host': 'new1'}})
+        if at < (2, 33):  # no paging before 2.33
+            return {'hypervisors': records}
+        ids = [str(r['id']) for r in records]
+        start = ids.index(query['marker']) + 1 if 'marker' in query else 0
+        limit = min(int(query.get('limit', NOVA_MAX_LIMIT)), NOVA_MAX_LIMIT)
+        page = records[start:start + limit]
+        body = {'hypervisors': page}
+        if len(page) == limit:  # Nova links a full page to the next one
+            body['hypervisors_links'] = [{
+                'rel': 'next', 'href': 'https://nova.example/v2.1/'
+                'os-hypervisors/detail?marker=%s' % page[-1]['id']}]
+        return body
+
+    def hypervisor(self, index, node, at):
+        record = {'id': 'hyp-%s' % node if at >= (2, 53) else index + 1,
+                  'hypervisor_hostname': node, 'hypervisor_type': 'QEMU',
+                  'state': 'up', 'status': 'enabled',
+                  'service': {'host': self.hosts[index],
+                              'disabled_reason': None}}
+        if at <= (2, 87):  # 2.88 dropped cpu_info; a string before 2.28
+            info = {'arch': 'x86_64', 'model': 'M', 'features': ['avx2']}
+            record['cpu_info'] = info if at >= (2, 28) else json.dumps(info)
+        return record
+
+    def group_page(self, query, at):
+        groups = self.groups if _truthy(query.get('all_projects')) else [
+            g for g in self.groups if g['project_id'] == TOKEN_PROJECT]
+        if at < (2, 64):  # "policies" and "metadata" until 2.64
+            groups = [dict({k: v for k, v in g.items()
+                            if k not in ('policy', 'rules')},
+                           policies=[g['policy']], metadata={})
+                      for g in groups]
+        offset = int(query.get('offset', 0))
+        limit = min(int(query.get('limit', NOVA_MAX_LIMIT)), NOVA_MAX_LIMIT)
+        return {'server_groups': groups[offset:offset + limit]}
+
+    def allocations(self, rp_uuid):
+        if rp_uuid == 'rp-gpu':
+            return {self.gpu_server: {'resources': {'VGPU': 1},
+                                      'generation': 1}}
+        node = rp_uuid[len('rp-'):]
+        return {consumer: {'resources': dict(resources), 'generation': 1}
+                for where, consumer, resources in self.holdings
+                if where == node}
+
+
+def _alloc(flavor):
+    return {'VCPU': flavor[0], 'MEMORY_MB': flavor[1]}
+
+
+def _migration(mid, uuid, server, status, kind, source, dest, when):
+    stamp = when.strftime('%Y-%m-%dT%H:%M:%S.000000')
+    return {'id': mid, 'uuid': uuid, 'instance_uuid': server,
+            'status': status, 'migration_type': kind,
+            'source_compute': source, 'dest_compute': dest,
+            'source_node': source[len('cmp-'):],
+            'dest_node': dest[len('cmp-'):], 'created_at': stamp,
+            'updated_at': stamp, 'project_id': 'p1', 'user_id': 'u1'}
+
+
+def cloud(n_hosts, groups=3):
+    world = World(n_hosts, groups)
+    return NS(compute=FakeNova(world), placement=FakePlacement(world),
+              config=NS(name='test', region_name='RegionOne'), world=world)
 
 
 def run(conn):
     with mock.patch.object(collect.sdk_utils, 'supports_microversion',
-                           return_value=True):
+                           return_value=True), quiet():
         return collect.Collector(conn, workers=4).collect(now=NOW)
 
 
 class TestCollect(unittest.TestCase):
     def test_document_loads_and_joins(self):
-        snap = snapshot_io.parse(run(cloud(3)), origin='live')
+        document = run(cloud(3))
+        snap = snapshot_io.parse(document, origin='live')
         self.assertEqual(['hv00', 'hv01', 'hv02'],
                          [h.name for h in snap.hypervisors])
         hv00 = snap.hypervisor('hv00')
-        self.assertEqual('rp-hv00', hv00.uuid)
+        self.assertEqual(('rp-hv00', 'cmp-hv00'), (hv00.uuid, hv00.host))
+        # Service and aggregates are joined on the compute host.
         self.assertEqual('az1', hv00.availability_zone)
-        self.assertEqual('M', hv00.cpu_model)
-        self.assertEqual(frozenset(['avx2']), hv00.cpu_features)
+        self.assertEqual(['agg-az1'], [a.name for a in hv00.aggregates])
+        self.assertEqual(('M', frozenset(['avx2'])),
+                         (hv00.cpu_model, hv00.cpu_features))
         self.assertEqual(2048, hv00.inventories[model.MEMORY_MB].reserved)
-        # two servers and the in-flight migration's source allocation
-        self.assertEqual(6, hv00.usage(model.VCPU))
-        self.assertEqual(6, len(snap.servers))
-        self.assertEqual({'VCPU': 2, 'MEMORY_MB': 4096},
-                         dict(snap.server('s1').resources))
-        self.assertEqual(
-            ('allocation on child resource provider hv00_gpu (VGPU)',),
-            snap.server('s0').blockers)
-        self.assertTrue(snap.migrations[0].in_progress)
-        self.assertEqual(3, len(snap.server_groups))
-        self.assertEqual('cloud', snap.source['kind'])
         self.assertEqual('left out, no resource provider in Placement: new1',
                          snap.source['note'])
+        self.assertEqual('cloud', snap.source['kind'])
+
+    def test_servers_of_every_project_with_their_details(self):
+        # Without all_projects Nova lists the token's project only; without
+        # details a server has no hypervisor and is left out.
+        snap = snapshot_io.parse(run(cloud(3)))
+        self.assertEqual(['rs', 's0', 's1', 's2', 's3', 's4', 's5'],
+                         sorted(s.id for s in snap.servers))
+        self.assertEqual({'p1': 3, 'p2': 4}, collections.Counter(
+            s.project_id for s in snap.servers))
+        s1 = snap.server('s1')
+        self.assertEqual(('hv01', 'ACTIVE'), (s1.hypervisor, s1.status))
+        self.assertEqual('migrating', snap.server('s0').task_state)
+
+    def test_server_groups_of_every_project(self):
+        document = run(cloud(2, groups=3))
+        self.assertEqual([('g0', 'p1'), ('g1', 'p2'), ('g2', 'p1')],
+                         [(g['id'], g['project_id'])
+                          for g in document['server_groups']])
+        self.assertEqual({'anti-affinity'},
+                         {g['policy'] for g in document['server_groups']})
+
+    def test_allocations_of_servers_and_migrations(self):
+        document = run(cloud(3))
+        snap = snapshot_io.parse(document)
+        # Usages: whatever Placement counts, migration consumers included.
+        # hv00: s3 and the migration's hold of s0; hv01: s1, s4, s0 (its
+        # destination) and the resize's hold of rs's old flavor; hv02: s2,
+        # s5 and rs at its new size.
+        self.assertEqual([(4, 8192), (8, 16384), (8, 16384)], [
+            (h.usage(model.VCPU), h.usage(model.MEMORY_MB))
+            for h in snap.hypervisors])
+        resources = {s['id']: s.get('resources')
+                     for s in document['servers']}
+        # A server's own consumer: the destination's allocation for s0,
+        # never the migration's (its uuid), nor the flavor's (with disk).
+        self.assertEqual({'VCPU': 2, 'MEMORY_MB': 4096}, resources['s0'])
+        # rs has 4 vCPUs now; the migration holds the old 2 on hv01.
+        self.assertEqual({'VCPU': 4, 'MEMORY_MB': 8192}, resources['rs'])
+        self.assertEqual({'VCPU': 2, 'MEMORY_MB': 4096}, resources['s1'])
+        self.assertEqual(
+            ('allocation on child resource provider hv00_pgpu0 (VGPU)',),
+            snap.server('s3').blockers)
+        self.assertEqual((), snap.server('s0').blockers)
+
+    def test_recent_migrations_only(self):
+        document = run(cloud(3))
+        # Nova's integer ids; s1's move of three days ago is not asked for.
+        self.assertEqual([41, 42], [m['id'] for m in document['migrations']])
+        snap = snapshot_io.parse(document)
+        self.assertEqual([True, True],
+                         [m.in_progress for m in snap.migrations])
+        self.assertEqual(('s0', 'cmp-hv00', 'cmp-hv01'), (
+            snap.migrations[0].server_id, snap.migrations[0].source_compute,
+            snap.migrations[0].dest_compute))
 
     def test_compute_calls_do_not_grow_with_hypervisors(self):
         counts = []
         for hosts in (3, 30):
             conn = cloud(hosts)
-            run(conn)
+            document = run(conn)
+            # Everything was read: equal counts mean the same calls, not
+            # the same nothing.
+            self.assertEqual((hosts, 2 * hosts + 1), (
+                len(document['hypervisors']), len(document['servers'])))
             counts.append((collections.Counter(conn.compute.calls),
                            len(conn.placement.calls)))
         self.assertEqual(counts[0][0], counts[1][0])
-        self.assertEqual(6, sum(counts[0][0].values()))
+        self.assertEqual(collections.Counter({
+            ('list', 'services'): 1, ('GET', '/os-hypervisors/detail'): 1,
+            ('list', 'aggregates'): 1, ('list', 'servers'): 1,
+            # Server groups: a page, and the empty one that ends them.
+            ('GET', '/os-server-groups'): 2, ('list', 'migrations'): 1}),
+            counts[0][0])
         # Placement: the provider list, then inventories and allocations
         # for each provider (3 or 30 hypervisors plus one child).
         self.assertEqual((1 + 2 * 4, 1 + 2 * 31),
                          (counts[0][1], counts[1][1]))
+
+    def test_hypervisors_page_by_next_link(self):
+        conn = cloud(5)
+        with mock.patch(__name__ + '.NOVA_MAX_LIMIT', 2):
+            document = run(conn)
+        self.assertEqual(['hv00', 'hv01', 'hv02', 'hv03', 'hv04'],
+                         [h['name'] for h in document['hypervisors']])
+        # Seven records (an ironic node and one not in Placement) in pages
+        # of two: four pages, the last one short.
+        self.assertEqual(4, conn.compute.calls.count(
+            ('GET', '/os-hypervisors/detail')))
+
+    def test_requests_carry_their_microversions(self):
+        conn = cloud(2)
+        run(conn)
+        versions = {r['path']: version(r['microversion'])
+                    for r in conn.compute.requests if r['method'] == 'GET'}
+        # cpu_info is gone above 2.87; uuids since 2.53; a server group's
+        # "policy" since 2.64.
+        self.assertTrue((2, 53) <= versions['/os-hypervisors/detail']
+                        <= (2, 87), versions)
+        self.assertGreaterEqual(versions['/os-server-groups'], (2, 64))
 
     def test_server_groups_page_by_offset(self):
         conn = cloud(2, groups=5)
@@ -171,8 +488,18 @@ class TestCollect(unittest.TestCase):
             document = run(conn)
         self.assertEqual(['g0', 'g1', 'g2', 'g3', 'g4'],
                          [g['id'] for g in document['server_groups']])
-        self.assertEqual(3, conn.compute.calls.count(
+        # 2, 2, 1, then the empty page that ends them.
+        self.assertEqual(4, conn.compute.calls.count(
             ('GET', '/os-server-groups')))
+
+    def test_server_groups_beyond_novas_max_limit(self):
+        # Nova gives at most max_limit a page, fewer than asked for: a
+        # short page is no sign of the end.
+        conn = cloud(2, groups=5)
+        with mock.patch(__name__ + '.NOVA_MAX_LIMIT', 2):
+            document = run(conn)
+        self.assertEqual(['g0', 'g1', 'g2', 'g3', 'g4'],
+                         [g['id'] for g in document['server_groups']])
 
     def test_old_nova_and_missing_admin_rights(self):
         conn = cloud(2)
@@ -183,15 +510,44 @@ class TestCollect(unittest.TestCase):
         self.assertIn('microversion 2.64 or later', str(ctx.exception))
 
         def forbidden(**kwargs):
-            raise collect.sdk_exc.ForbiddenException('403')
-        conn.compute.lists = dict(conn.compute.lists)
+            collect.sdk_exc.raise_from_response(response(403, {
+                'forbidden': {'code': 403, 'message': 'Policy does not '
+                              'allow os_compute_api:os-services:list'}}))
         with mock.patch.object(collect.sdk_utils, 'supports_microversion',
                                return_value=True), \
-                mock.patch.object(conn.compute, 'services', forbidden,
-                                  create=True):
+                mock.patch.object(conn.compute, 'services', forbidden):
             with self.assertRaises(collect.CollectError) as ctx:
                 collect.Collector(conn).collect(now=NOW)
         self.assertIn('needs an admin role', str(ctx.exception))
+
+
+class TestFakes(unittest.TestCase):
+    """The fakes refuse what Nova would: the tests above rely on it."""
+
+    def test_nova_answers_by_project_details_and_time(self):
+        conn = cloud(2)
+        mine = list(conn.compute.servers())
+        self.assertEqual({TOKEN_PROJECT}, {s.project_id for s in mine})
+        bare = list(conn.compute.servers(details=False, all_projects=True))
+        self.assertEqual(5, len(bare))
+        self.assertEqual({None}, {s.hypervisor_hostname for s in bare})
+        self.assertEqual(3, len(list(conn.compute.migrations())))
+        self.assertEqual([41], [m.id for m in conn.compute.migrations(
+            changes_since='2026-11-20T11:30:00Z')])
+        with self.assertRaises(collect.sdk_exc.InvalidResourceQuery):
+            list(conn.compute.migrations(since='2026-11-20T11:30:00Z'))
+
+    def test_nova_answers_by_microversion(self):
+        conn = cloud(2)
+        hyps = conn.compute.get('/os-hypervisors/detail',
+                                microversion='2.88').json()['hypervisors']
+        self.assertNotIn('cpu_info', hyps[0])
+        groups = conn.compute.get('/os-server-groups', params={
+            'all_projects': True}).json()['server_groups']
+        self.assertEqual((3, None), (len(groups), groups[0].get('policy')))
+        groups = conn.compute.get('/os-server-groups',
+                                  microversion='2.64').json()['server_groups']
+        self.assertEqual(['g0', 'g2'], [g['id'] for g in groups])
 
 
 class TestConnection(unittest.TestCase):
@@ -228,7 +584,7 @@ class FakeReader:
 class TestMetrics(unittest.TestCase):
     def collect_with(self, reader):
         with mock.patch.object(collect.sdk_utils, 'supports_microversion',
-                               return_value=True):
+                               return_value=True), quiet():
             return collect.Collector(cloud(2), workers=2,
                                      metrics=reader).collect(now=NOW)
 
@@ -278,8 +634,9 @@ class TestMetrics(unittest.TestCase):
         self.assertEqual('http://127.0.0.1:9090', reader.client.url)
         self.assertEqual('Bearer t',
                          reader.client.session.headers['Authorization'])
-        self.assertEqual((3.0, 0), (reader.client.timeout,
-                                    reader.client.retries))
+        # (connect, read): the connect timeout keeps its default.
+        self.assertEqual(((5.0, 3.0), 0), (reader.client.timeout,
+                                           reader.client.retries))
         self.assertEqual(('2m', 'instance', 'my_ram'), (
             reader.window, reader.host_label, reader.queries['ram']))
         self.assertEqual(collect.prometheus.DEFAULT_QUERIES['cpu_pressure'],
@@ -296,3 +653,95 @@ class TestMetrics(unittest.TestCase):
         reader = self.reader({'url': 'http://p',
                               'queries': {'ram_pressure': ''}})
         self.assertEqual({'cpu', 'ram', 'cpu_pressure'}, set(reader.queries))
+
+
+class TestAnswersNoCloudGives(unittest.TestCase):
+    """Answers past JSON's and Python's limits name the request."""
+
+    def collect(self, cloud, tmp):
+        import argparse
+        import os
+
+        from openstack.config import loader
+
+        from osc_leveller.cloud import connection
+        path = cloud.write_clouds_yaml(os.path.join(tmp, 'clouds.yaml'))
+        config = loader.OpenStackConfig(config_files=[path], vendor_files=[])
+        with self.assertRaises(collect.CollectError) as ctx:
+            conn = connection.open_connection(
+                config, argparse.Namespace(cloud='standin'),
+                {'retries': 0})
+            collect.Collector(conn, retries=0).collect()
+        return str(ctx.exception)
+
+    def test_each_failure_names_its_request(self):
+        import tempfile
+
+        from tests.unit import builders as b
+        from tests.unit import standin
+
+        def flavor_vcpus(cloud):
+            next(iter(cloud._server_list.values()))['flavor']['vcpus'] = \
+                float('inf')
+
+        def group_rule(cloud):
+            cloud._groups_list[0]['max_server_per_host'] = float('-inf')
+
+        hyps, servers = b.three_hosts()
+        group = {'id': 'g1', 'policy': 'anti-affinity',
+                 'members': [servers[0]['id']]}
+        rp = standin.derived_uuid('hypervisor', 'hv2')
+        for spoil, fault, named in (
+                (None, ('keystone', '/v3/auth/tokens', 'status:500'),
+                 'Keystone POST /v3/auth/tokens failed: Internal Server '
+                 'Error'),
+                (None, ('keystone', '/v3/auth/tokens', 'non-json'),
+                 'Keystone POST /v3/auth/tokens failed'),
+                (None, ('keystone', '/v3/auth/tokens', 'shape:string'),
+                 'Keystone POST /v3/auth/tokens: the answer has an '
+                 'unexpected shape'),
+                (None, ('keystone', '/v3/auth/tokens', 'shape:items'),
+                 'Keystone POST /v3/auth/tokens: the answer has an '
+                 'unexpected shape'),
+                (None, ('placement', '/resource_providers/%s/inventories'
+                        % rp, 'shape:items'),
+                 'Placement GET /resource_providers/%s/inventories: the '
+                 'answer has an unexpected shape (TypeError: VCPU is str, '
+                 'not an object)' % rp),
+                (None, ('nova', '/v2.1/os-server-groups', 'shape:items'),
+                 'Nova GET /os-server-groups: the answer has an unexpected '
+                 'shape (TypeError: a server group is str, not an object)'),
+                (flavor_vcpus, None, 'Nova GET /servers/detail'),
+                (group_rule, None, 'Nova GET /os-server-groups')):
+            with self.subTest(named), tempfile.TemporaryDirectory() as tmp, \
+                    standin.StandIn(b.document(hyps, servers, [group])) \
+                    as cloud:
+                if spoil:
+                    spoil(cloud)
+                if fault:
+                    cloud.fault(*fault)
+                self.assertIn(named, self.collect(cloud, tmp))
+
+    def test_server_groups_that_ignore_the_offset(self):
+        # A proxy or a broken Nova that answers the first page whatever the
+        # offset would be read forever.
+        page = {'server_groups': [{'id': 'g1', 'policy': 'affinity',
+                                   'members': []}]}
+        compute = mock.Mock()
+        compute.get.return_value = response(200, page)
+        collector = collect.Collector(NS(compute=compute), retries=0)
+        with self.assertRaises(collect.CollectError) as ctx:
+            collector._server_groups()
+        self.assertIn('Nova GET /os-server-groups: the answer has an '
+                      'unexpected shape (ValueError: the page at offset 1 '
+                      'repeats server groups already read)',
+                      str(ctx.exception))
+        self.assertEqual(2, compute.get.call_count)
+
+    def test_an_answer_nested_too_deeply(self):
+        with self.assertRaises(collect.CollectError) as ctx:
+            with collect.reading('Nova GET /os-aggregates'):
+                json.loads('[' * 100000 + ']' * 100000)
+        self.assertEqual('Nova GET /os-aggregates: the answer is nested too '
+                         'deeply to be Nova\'s or Placement\'s',
+                         str(ctx.exception))
