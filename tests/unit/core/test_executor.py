@@ -620,3 +620,8 @@ class TestInFlight(unittest.TestCase):
         outside = dataclasses.replace(options,
                                       exclude_hosts=frozenset({'hv1', 'hv2'}))
         self.assertEqual([], executor.in_flight(snap, outside))
+        elsewhere = dataclasses.replace(
+            options, availability_zones=frozenset({'az2'}))
+        hyps.append(b.hypervisor('hv9', az='az2'))
+        snap = b.snapshot(hyps, servers, migrations=[running, done])
+        self.assertEqual([], executor.in_flight(snap, elsewhere))

@@ -232,6 +232,21 @@ class TestPlan(CommandTest):
         for row in rows:
             self.assertTrue(row[2].startswith('cmp-b'))
             self.assertNotIn('cmp-b12', row[2] + row[3])
+        # The plan speaks of the selected zone only: its domains, and the
+        # imbalance before and after, pooled over them.
+        path = os.path.join(self.tmp.name, 'az2.json')
+        self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--availability-zone', 'az2',
+            '--output-file', path])
+        with open(path) as f:
+            document = json.load(f)
+        domains = document['imbalance']['domains']
+        self.assertEqual({'az2'}, {d['domain'].split('/')[0]
+                                   for d in domains})
+        for when in ('before', 'after'):
+            pooled = (sum(d['hosts'] * d[when] ** 2 for d in domains)
+                      / sum(d['hosts'] for d in domains)) ** 0.5
+            self.assertAlmostEqual(pooled, document['imbalance'][when])
 
     def test_explain(self):
         names, rows = self.run_cmd(plan.PlanLeveller,
