@@ -143,6 +143,35 @@ class TestApplyGuards(ApplyTestCase):
             self.node[elsewhere], self.node['hv01']), rows[0]['Reason'])
         self.assertIn('The cloud changed since the plan was made', err)
 
+    def test_a_tampered_plan_cannot_steer_the_migration(self):
+        # The plan file names another compute host for the move and turns
+        # the balancing plan into a target placement: the placement is
+        # refused, and the host sent to Nova is the destination's own.
+        path, document = self.plan_file('--max-moves', '1')
+        move = document['moves'][0]
+        decoy = next(h for h in DESTINATIONS
+                     if self.node[h] != move['destination'])
+        placement = dict(document, kind='placement')
+        with open(path, 'w') as f:
+            json.dump(placement, f)
+        code, rows, err = self.apply(path)
+        self.assertEqual(1, code, err)
+        self.assertIn('is a path to a target placement (kind placement)',
+                      err)
+        self.assertNotIn('migrate', self.events())
+        tampered = dict(document, moves=[dict(
+            move, destination_host=decoy, server_name='not-its-name')])
+        with open(path, 'w') as f:
+            json.dump(tampered, f)
+        code, rows, err = self.apply(path)
+        self.assertEqual(0, code, err)
+        self.assertEqual('done', rows[0]['Status'], rows[0]['Reason'])
+        sent = [e for e in self.journal() if e['event'] == 'migrate']
+        self.assertEqual([self.host[move['destination']]],
+                         [e['destination_host'] for e in sent])
+        self.assertEqual(move['destination'], self.node_of(move['server_id']))
+        self.assertNotEqual(decoy, self.host_of(move['server_id']))
+
     def test_cooldown_stops_a_second_move(self):
         path, document = self.plan_file('--max-moves', '1')
         code, rows, err = self.apply(path)
