@@ -41,7 +41,7 @@ def devcloud(*args, timeout=900):
     return result.stdout
 
 
-def openstack(*args, parse=True, check=True, timeout=300):
+def openstack(*args, parse=True, check=True, timeout=300, env=None):
     """Run the openstack shell on the devcloud; -f json output parsed."""
     exe = shutil.which('openstack', path=os.path.dirname(sys.executable)) \
         or shutil.which('openstack')
@@ -49,7 +49,7 @@ def openstack(*args, parse=True, check=True, timeout=300):
     if parse:
         command += ['-f', 'json']
     result = subprocess.run(command, capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, env=env)
     if check and result.returncode != 0:
         raise AssertionError('openstack %s failed (%d):\n%s' % (
             ' '.join(args), result.returncode, result.stderr[-3000:]))
@@ -88,7 +88,11 @@ def promql(query):
 
 
 def promql_for(query, keys, timeout=60):
-    """promql(query) once its series are exactly `keys`."""
+    """promql(query) once its series are exactly `keys`.
+
+    Series of hypervisors or servers a scenario load removed stay until the
+    first scrape after the exporter's next poll.
+    """
     keys = set(keys)
     return wait_for(
         lambda: (lambda values: values if set(values) == keys else None)(
@@ -125,7 +129,7 @@ class DevcloudTestCase(unittest.TestCase):
 
     cls.node maps each service host (hv01) to its hypervisor name
     (hv01.devcloud.test), what os-hypervisors, Placement and the exporter
-    call it.
+    call it; cls.host the other way.
     """
 
     SCENARIO = None
@@ -135,7 +139,8 @@ class DevcloudTestCase(unittest.TestCase):
         super().setUpClass()
         if 'OS_CLIENT_CONFIG_FILE' not in os.environ:
             raise RuntimeError('OS_CLIENT_CONFIG_FILE is not set: run the '
-                               'self-checks with devcloud check')
+                               'tests with tox -e functional (or devcloud '
+                               'check)')
         if cls.SCENARIO:
             devcloud('load', cls.SCENARIO)
         cls.node = hypervisor_names()
