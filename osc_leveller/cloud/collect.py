@@ -17,6 +17,8 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
+from osc_leveller.cloud import coverage
+from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import errors
 
@@ -120,7 +122,8 @@ class Collector:
         self.conn = conn
         self.history_hours = history_hours
         self.workers = workers
-        self.metrics = metrics  # a prometheus.Reader, or None
+        self.metrics = metrics  # a measure.Reader, or None
+        self.coverage = None    # what the metrics cover, after collect()
         self.retries = retries
 
     def collect(self, now=None):
@@ -147,7 +150,9 @@ class Collector:
             migrations=migrations, providers=providers,
             allocations=allocations)
         if self.metrics is not None:
-            add_metrics(document, self.metrics)
+            self.coverage = add_metrics(document, self.metrics, {
+                h['hypervisor_hostname']: h.get('host_ip')
+                for h in hypervisors})
         return document
 
     def _hypervisors(self):
@@ -432,28 +437,34 @@ def _timestamp(value):
         else value.split('.')[0] + 'Z'
 
 
-def add_metrics(document, reader):
-    """Measured load into the document; where there is none, say why."""
-    notes = [document['source']['note']] if 'note' in document['source'] \
-        else []
+def add_metrics(document, reader, host_ips=None):
+    """Measured load into the document; its Coverage says what falls back.
+
+    host_ips: {hypervisor: Nova's host_ip}, to match node_exporter targets
+    whose instance label is IP:port.
+    """
+    host_ips = host_ips or {}
+    refs = [hostmatch.HostRef(h['name'], h['host'], host_ips.get(h['name']))
+            for h in document['hypervisors']]
     try:
-        names = [h['name'] for h in document['hypervisors']]
-        hosts, problems = reader.host_metrics(names)
-        servers = reader.server_metrics()
-    except prometheus.Unreachable as exc:
-        notes.append('%s: load from Placement allocations' % exc)
-        document['source']['note'] = '; '.join(notes)
-        return
+        reading = reader.read(refs, {s['id']: s['hypervisor']
+                                     for s in document['servers']})
     except prometheus.PrometheusError as exc:
         raise CollectError(str(exc)) from exc
     for hyp in document['hypervisors']:
-        hyp['metrics'] = hosts.get(hyp['name'])
+        hyp['metrics'] = reading.hosts.get(hyp['name'])
     for server in document['servers']:
-        if server['id'] in servers:
-            server['usage'] = servers[server['id']]
-    if problems:
-        notes.append('no metrics for %s: load from Placement allocations' %
-                     ', '.join('%s (%s)' % kv for kv in sorted(
-                         problems.items())))
+        if server['id'] in reading.servers:
+            server['usage'] = reading.servers[server['id']]
+    found = coverage.build(document, reading)
+    notes = [document['source']['note']] if 'note' in document['source'] \
+        else []
+    if reading.unreachable:
+        notes.append('%s: load from Placement allocations' %
+                     reading.unreachable)
+    notes.extend(reading.notes)
+    if found.summary():
+        notes.append(found.summary())
     if notes:
         document['source']['note'] = '; '.join(notes)
+    return found

@@ -1,10 +1,7 @@
-"""Measured load from Prometheus: host and server utilisation per metric.
+"""Prometheus' HTTP API: instant queries and label values.
 
-Each metric is one PromQL instant query, configurable, with defaults for
-node_exporter and libvirt-exporter series. A host whose value is missing, not
-a number or outside 0..1 gets no metrics, with the reason, rather than a
-wrong score; the caller then falls back to Placement allocations for it.
-Credentials go into request headers only and never into messages.
+Credentials go into request headers only and never into messages. What the
+answers mean for the leveller is cloud/measure.py's business.
 """
 
 import math
@@ -15,28 +12,6 @@ import requests
 
 from osc_leveller.core import errors
 
-# {window} is the smoothing window of rate(); {label} the hypervisor label.
-DEFAULT_QUERIES = {
-    'cpu': '1 - avg by ({label}) '
-           '(rate(node_cpu_seconds_total{{mode="idle"}}[{window}]))',
-    'ram': '1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes',
-    'cpu_pressure': 'rate(node_pressure_cpu_waiting_seconds_total[{window}])',
-    'ram_pressure':
-        'rate(node_pressure_memory_waiting_seconds_total[{window}])',
-}
-# max by (uuid): right after a live migration a server has series on both
-# hypervisors for one rate window, and a plain division would match twice.
-SERVER_QUERIES = {
-    'cpu': 'max by (uuid) '
-           '(rate(libvirt_domain_info_cpu_time_seconds_total[{window}])) '
-           '/ on (uuid) max by (uuid) (libvirt_domain_info_virtual_cpus)',
-    'ram': 'max by (uuid) (libvirt_domain_info_memory_usage_bytes) '
-           '/ on (uuid) max by (uuid) '
-           '(libvirt_domain_info_maximum_memory_bytes)',
-}
-HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
-RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
-
 
 class PrometheusError(errors.LevellerError):
     """Prometheus cannot be asked; the message says why, without secrets."""
@@ -44,15 +19,6 @@ class PrometheusError(errors.LevellerError):
 
 class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
-
-
-class NoSeries(Unreachable):
-    """A host query found nothing for any hypervisor.
-
-    Prometheus answered, so it is not unreachable, but the caller does the
-    same: it falls back to allocations for every hypervisor, with this one
-    reason instead of one per hypervisor.
-    """
 
 
 class Client:
@@ -82,12 +48,32 @@ class Client:
 
     def query(self, promql):
         """[(labels, value)] of an instant vector query."""
+        return self._samples(self._get('/api/v1/query', {'query': promql}),
+                             promql)
+
+    def label_values(self, label, name_pattern):
+        """Values of a label on series whose name matches the pattern.
+
+        Prometheus before 2.24 ignores match[] and lists every value; the
+        pattern is applied here too, so the answer is the same.
+        """
+        what = 'the label values of %s' % label
+        response = self._get('/api/v1/label/%s/values' % label, {
+            'match[]': '{__name__=~"%s"}' % name_pattern})
+        data = self._body(response, what).get('data')
+        if not isinstance(data, list):
+            raise PrometheusError('%s answered %s with %s, not a list' % (
+                self.url, what, type(data).__name__))
+        pattern = re.compile(name_pattern)
+        return [value for value in data if isinstance(value, str) and
+                (label != '__name__' or pattern.fullmatch(value))]
+
+    def _get(self, path, params):
         last = None
         for _ in range(self.retries + 1):
             try:
-                response = self.session.get(
-                    self.url + '/api/v1/query', params={'query': promql},
-                    timeout=self.timeout)
+                response = self.session.get(self.url + path, params=params,
+                                            timeout=self.timeout)
             except requests.RequestException as exc:
                 last = 'cannot reach Prometheus at %s: %s' % (
                     self.url, type(exc).__name__)
@@ -96,10 +82,11 @@ class Client:
                 last = 'Prometheus at %s answered HTTP %d' % (
                     self.url, response.status_code)
                 continue
-            return self._samples(response, promql)
+            return response
         raise Unreachable(last)
 
-    def _samples(self, response, promql):
+    def _body(self, response, what):
+        """The JSON body of a successful answer; errors say what failed."""
         try:
             body = response.json()
         except (ValueError, RecursionError):  # not JSON, or nested silly
@@ -117,17 +104,23 @@ class Client:
             # bad_data: the query itself is wrong, and stays wrong. Other
             # errors (execution, timeout) can pass with the data, so the
             # caller falls back to allocations for this run.
-            error = 'Prometheus at %s rejected the query %r: %s' % (
-                self.url, promql, body.get('error') or
+            error = 'Prometheus at %s rejected %s: %s' % (
+                self.url, what, body.get('error') or
                 body.get('errorType') or 'HTTP %d' % response.status_code)
             if body.get('errorType') == 'bad_data':
                 raise PrometheusError(error)
             raise Unreachable(error)
         if body.get('status') != 'success':
             raise PrometheusError(
-                '%s does not answer like Prometheus (HTTP %d on '
-                '/api/v1/query): check leveller: prometheus: url' % (
-                    self.url, response.status_code))
+                '%s does not answer like Prometheus (HTTP %d on %s): check '
+                'leveller: prometheus: url' % (
+                    self.url, response.status_code,
+                    urllib.parse.urlsplit(response.url or '').path or
+                    'the API'))
+        return body
+
+    def _samples(self, response, promql):
+        body = self._body(response, 'the query %r' % promql)
         data = body.get('data')
         if not isinstance(data, dict) or \
                 data.get('resultType') != 'vector':
@@ -154,133 +147,3 @@ class Client:
                       if isinstance(v, str)}
             samples.append((labels, value))
         return samples
-
-
-class Reader:
-    """Host and server metrics keyed the way Nova names them."""
-
-    def __init__(self, client, queries=None, server_queries=None,
-                 window='5m', host_label='hypervisor',
-                 host_pattern=r'^([^:]+)'):
-        self.client = client
-        self.queries = dict(DEFAULT_QUERIES if queries is None else queries)
-        self.server_queries = dict(SERVER_QUERIES, **(server_queries or {}))
-        self.window = window
-        self.host_label = host_label
-        self.host_pattern = re.compile(host_pattern)
-
-    def _render(self, template):
-        return template.format(window=self.window, label=self.host_label)
-
-    def host_name(self, label_value, hypervisors):
-        """The hypervisor a label value names: exact, then short names."""
-        if not label_value:  # a series without the label names no host
-            return None
-        match = self.host_pattern.search(label_value)
-        value = (match.group(1) if match and match.groups() else
-                 match.group(0) if match else label_value)
-        if value in hypervisors:
-            return value
-        short = value.split('.')[0]
-        found = [h for h in hypervisors if h.split('.')[0] == short]
-        return found[0] if len(found) == 1 else None
-
-    def host_metrics(self, hypervisors):
-        """({hypervisor: {metric: value}}, {hypervisor: why it has none}).
-
-        NoSeries when a query of HOST_METRICS finds nothing for any
-        hypervisor: a query or label that matches nothing is a configuration
-        problem to name once, not a reason to repeat for every hypervisor.
-        When only some hypervisors lack series, each gets its own reason.
-        """
-        values = {h: {} for h in hypervisors}
-        problems = {}
-        for metric, template in self.queries.items():
-            samples = self.client.query(self._render(template))
-            found = [(self.host_name(labels.get(self.host_label),
-                                     hypervisors), value)
-                     for labels, value in samples]
-            if metric in HOST_METRICS and hypervisors and \
-                    not any(host for host, _ in found):
-                raise NoSeries(self._nothing_found(metric, len(samples)))
-            seen = set()
-            for host, value in found:
-                if host is None or host in seen:
-                    continue
-                seen.add(host)
-                fraction = _fraction(value)
-                if fraction is None:
-                    problems.setdefault(host, '%s is %s, outside 0..1' % (
-                        metric, value))
-                values[host][metric] = fraction
-            for host in hypervisors:
-                if host not in seen and metric in HOST_METRICS:
-                    problems.setdefault(host, 'no %s series' % metric)
-        result = {h: v for h, v in values.items() if h not in problems}
-        return result, problems
-
-    def _nothing_found(self, metric, series):
-        if not series:
-            return ('the %s query returned no series at all (check leveller: '
-                    'prometheus: queries: %s)' % (metric, metric))
-        return ('the %s query returned %d series, none naming a hypervisor '
-                'in its %s label (check leveller: prometheus: host_label and '
-                'host_pattern)' % (metric, series, self.host_label))
-
-    def server_metrics(self):
-        """{server uuid: {cpu, ram}} from the libvirt exporter series."""
-        result = {}
-        for metric, template in self.server_queries.items():
-            for labels, value in self.client.query(self._render(template)):
-                uuid = labels.get('uuid')
-                fraction = _fraction(value)
-                if uuid and fraction is not None:
-                    result.setdefault(uuid, {})[metric] = fraction
-        return result
-
-
-def _fraction(value):
-    """The value as a fraction 0..1, or None if it is not one.
-
-    rate() extrapolates to the edges of its window, so a saturated counter
-    (a CPU always busy, a task always stalled) reads a little above 1:
-    that is 1, not a broken exporter.
-    """
-    if math.isnan(value) or not -RATE_SLACK <= value <= 1.0 + RATE_SLACK:
-        return None
-    return min(1.0, max(0.0, value))
-
-
-PROFILES = {
-    'pressure': tuple(DEFAULT_QUERIES),
-    'utilisation': ('cpu', 'ram'),  # kernels or exporters without PSI
-}
-
-
-def reader_from_settings(settings):
-    """A Reader from the effective ``prometheus`` settings, or None.
-
-    settings: core.config.Settings.section('prometheus'). Credentials in the
-    URL (https://user:pass@host) move into basic auth, so the URL that
-    messages show carries none.
-    """
-    if not settings.get('url'):
-        return None
-    url = urllib.parse.urlsplit(settings['url'])
-    username = url.username or settings.get('username')
-    password = url.password or settings.get('password')
-    clean = url._replace(netloc=url.netloc.rpartition('@')[2]).geturl()
-    client = Client(clean, token=settings.get('token'), username=username,
-                    password=password, ca_bundle=settings.get('ca_bundle'),
-                    timeout=settings.get('timeout', 10.0),
-                    connect_timeout=settings.get('connect_timeout', 5.0),
-                    retries=settings.get('retries', 2))
-    profile = PROFILES[settings.get('profile', 'pressure')]
-    queries = {m: q for m, q in DEFAULT_QUERIES.items() if m in profile}
-    queries.update(settings.get('queries') or {})
-    return Reader(client,
-                  queries={m: q for m, q in queries.items() if q},
-                  server_queries=settings.get('server_queries'),
-                  window=settings.get('window', '5m'),
-                  host_label=settings.get('host_label', 'hypervisor'),
-                  host_pattern=settings.get('host_pattern', r'^([^:]+)'))

@@ -24,8 +24,12 @@ MASK = '******'
 FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
     'number', 'integer', 'true/false', 'text', 'list', 'choice')
 URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
-# What a query may name between braces (prometheus.Reader fills them in).
+# What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
+# How a node_exporter target is matched to a hypervisor (cloud/hostmatch.py)
+# and whose libvirt series give server load (cloud/libvirt.py).
+HOST_MATCH = ('label', 'instance', 'host_ip', 'nodename')
+SERVER_PROFILES = ('auto', 'inovex', 'tinkoff', 'kumina', 'vexxhost', 'none')
 # Beyond this a number means nothing here, and an int would not fit a float.
 MAX_NUMBER = 2 ** 53
 # user:password@ after a scheme, to the last @ (a password may hold one).
@@ -127,11 +131,20 @@ KEYS = (
         help='Retries of a query that got no answer or HTTP 5xx'),
     Key('prometheus.window', TEXT, '5m',
         help='Smoothing window of rate() in the queries ({window})'),
-    Key('prometheus.host_label', TEXT, 'hypervisor',
-        help='Label carrying the hypervisor name ({label})'),
+    Key('prometheus.host_match', LIST, HOST_MATCH, choices=HOST_MATCH,
+        help='How a node_exporter target is matched to a hypervisor, tried '
+             'in this order: host_label, instance as a host name, instance '
+             'as Nova\'s host_ip, node_uname_info nodename'),
+    Key('prometheus.host_label', TEXT, 'hostname',
+        help='Label carrying the hypervisor name (openstack-helm sets '
+             'hostname; empty: none)'),
     Key('prometheus.host_pattern', PATTERN, '^([^:]+)',
         help='Regular expression whose first group is the hypervisor name '
              'in that label (strips ports)'),
+    Key('prometheus.server_profile', CHOICE, 'auto',
+        choices=SERVER_PROFILES,
+        help='Which libvirt exporter\'s series give per-server load: found '
+             'from the metric names Prometheus has, one named, or none'),
     Key('prometheus.profile', CHOICE, 'pressure',
         choices=('pressure', 'utilisation'),
         help='Default query set: utilisation plus PSI pressure, or '
@@ -147,7 +160,8 @@ KEYS = (
     for m in ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
 ) + tuple(
     Key('prometheus.server_queries.' + m, QUERY, None,
-        help='PromQL for server %s, by label uuid' % m)
+        help='PromQL for server %s, by label uuid or instance_id '
+             '(replaces server_profile)' % m)
     for m in ('cpu', 'ram')
 ) + (
     Key('apply.batch', INT, None, minimum=0,
@@ -227,6 +241,8 @@ def check(key, value, where, flag=False):
         if not isinstance(items, (list, tuple)) or not all(
                 isinstance(i, str) and _printable(i) for i in items):
             raise bad('a list of names')
+        if key.choices and not set(items) <= set(key.choices):
+            raise bad('a list of ' + ', '.join(key.choices))
         return tuple(items)
     if not isinstance(value, str) or not _printable(value):
         raise bad('text')

@@ -6,7 +6,7 @@ from osc_lib import exceptions
 from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
-from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import measure
 from osc_leveller.core import executor
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
@@ -229,7 +229,7 @@ def guarded(app, effective, body, history_hours=24.0):
                 lock.path, exc)) from exc
         actions = actions_mod.Actions(
             common.open_connection(app, effective, run_id),
-            metrics=prometheus.reader_from_settings(
+            metrics=measure.reader_from_settings(
                 effective.section('prometheus')),
             history_hours=max(history_hours, effective['cooldown'] + 1),
             retries=effective['cloud.retries'])

@@ -7,7 +7,7 @@ from osc_lib import exceptions
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
-from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import files
@@ -195,7 +195,7 @@ def load_snapshot(parsed_args, app, effective):
 def read_cloud(app, effective):
     """The live cloud as a snapshot document."""
     conn = open_connection(app, effective)
-    metrics = prometheus.reader_from_settings(effective.section('prometheus'))
+    metrics = measure.reader_from_settings(effective.section('prometheus'))
     return collect.Collector(conn, metrics=metrics,
                              retries=effective['cloud.retries']).collect()
 

@@ -2,7 +2,7 @@
 
 from osc_lib.command import command
 
-from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import measure
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 
@@ -32,9 +32,7 @@ class ShowConfig(command.Lister):
 def _default_query(name, profile):
     """The PromQL a query left unset runs, so the operator sees it."""
     group, _, metric = name.rpartition('.')
-    if group == 'prometheus.queries' and metric in prometheus.PROFILES[
+    if group == 'prometheus.queries' and metric in measure.PROFILES[
             profile]:
-        return prometheus.DEFAULT_QUERIES[metric]
-    if group == 'prometheus.server_queries':
-        return prometheus.SERVER_QUERIES[metric]
-    return None
+        return measure.HOST_QUERIES[metric]
+    return None  # server queries: those of the libvirt exporter found

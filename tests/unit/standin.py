@@ -346,7 +346,8 @@ class StandIn:
     all_projects. roles: without 'admin', Nova's admin APIs answer 403.
     max_limit: Nova's [api] max_limit, the page size of its listings.
     prometheus: a function promql -> [(labels, value)], or None for no
-    series. child_providers: {hypervisor name: [{'name', 'inventories',
+    series; prometheus_names: the metric names its label values API
+    lists. child_providers: {hypervisor name: [{'name', 'inventories',
     'allocations': {consumer: {rc: amount}}}]}, nested Placement
     providers. migration_outcome: 'completed', 'running' (until
     complete_migrations()) or 'error'; the same for cold migrations, which
@@ -357,7 +358,7 @@ class StandIn:
                  project_name='admin', project_id=None,
                  roles=('admin', 'member', 'reader'), region='RegionOne',
                  max_limit=1000, prometheus=None, child_providers=None,
-                 migration_outcome='completed'):
+                 migration_outcome='completed', prometheus_names=()):
         if document is None:
             document = {'format': snapshot_io.FORMAT,
                         'taken_at': '2026-11-20T12:00:00Z',
@@ -370,6 +371,7 @@ class StandIn:
         self.region = region
         self.max_limit = max_limit
         self.prometheus = prometheus
+        self.prometheus_names = list(prometheus_names)
         self.migration_outcome = migration_outcome
         self.errors = []  # tracebacks of the stand-in's own failures
         self.requests = []  # Seen records, in arrival order
@@ -807,6 +809,8 @@ class StandIn:
             'prometheus': [
                 ('GET', '/api/v1/query', self._prom_query, False),
                 ('POST', '/api/v1/query', self._prom_query, False),
+                ('GET', '/api/v1/label/{id}/values', self._prom_values,
+                 False),
             ],
         }
         return {service: [(m, _template(t), t, f, auth)
@@ -1934,6 +1938,11 @@ class StandIn:
             'result': [{'metric': dict(labels),
                         'value': [now, _prom_value(value)]}
                        for labels, value in samples]}}
+
+    def _prom_values(self, req, label):
+        # Only metric names are asked for; match[] is not applied here.
+        return {'status': 'success', 'data': list(
+            self.prometheus_names if label == '__name__' else [])}
 
 
 class _WithHeaders:

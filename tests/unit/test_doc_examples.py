@@ -3,7 +3,8 @@
 import pathlib
 import unittest
 
-from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import libvirt
+from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
@@ -33,6 +34,8 @@ def _reference_rows():
             default = '(none)'
         elif value == ():
             default = '(empty)'
+        elif isinstance(value, tuple):
+            default = '``[%s]``' % ', '.join(value)
         elif isinstance(value, bool):
             default = '``%s``' % str(value).lower()
         elif isinstance(value, float):
@@ -50,6 +53,8 @@ class TestConfigurationReference(unittest.TestCase):
         page = (EXAMPLES.parent / 'configuration.rst').read_text()
         for row in _reference_rows():
             self.assertIn(row, page)
-        for queries in (prometheus.DEFAULT_QUERIES, prometheus.SERVER_QUERIES):
-            for metric, query in queries.items():
-                self.assertIn("%s: '%s'" % (metric, query), page)
+        for metric, query in measure.HOST_QUERIES.items():
+            self.assertIn("%s: '%s'" % (metric, query), page)
+        for profile in libvirt.PROFILES.values():
+            for metric, query in profile.queries.items():
+                self.assertIn(query, page.replace('\n     ', ' '))

@@ -30,6 +30,8 @@ from openstack import warnings as sdk_warnings
 import requests
 
 from osc_leveller.cloud import collect
+from osc_leveller.cloud import hostmatch
+from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import model
 from osc_leveller.core import snapshot as snapshot_io
@@ -310,6 +312,7 @@ class World:
         record = {'id': 'hyp-%s' % node if at >= (2, 53) else index + 1,
                   'hypervisor_hostname': node, 'hypervisor_type': 'QEMU',
                   'state': 'up', 'status': 'enabled',
+                  'host_ip': '192.0.2.%d' % (index + 1),
                   'service': {'host': self.hosts[index],
                               'disabled_reason': None}}
         if at <= (2, 87):  # 2.88 dropped cpu_info; a string before 2.28
@@ -568,17 +571,19 @@ class TestConnection(unittest.TestCase):
 
 
 class FakeReader:
-    def __init__(self, hosts=None, problems=None, servers=None, error=None):
-        self.hosts, self.problems = hosts or {}, problems or {}
-        self.servers, self.error = servers or {}, error
+    def __init__(self, hosts=None, problems=None, servers=None, error=None,
+                 unreachable=None):
+        self.reading = measure.Reading(
+            hosts=hosts or {}, problems=problems or {},
+            servers=servers or {}, unreachable=unreachable)
+        self.error = error
+        self.asked = []
 
-    def host_metrics(self, names):
+    def read(self, refs, servers):
+        self.asked.append((refs, servers))
         if self.error:
             raise self.error
-        return self.hosts, self.problems
-
-    def server_metrics(self):
-        return self.servers
+        return self.reading
 
 
 class TestMetrics(unittest.TestCase):
@@ -597,11 +602,17 @@ class TestMetrics(unittest.TestCase):
         self.assertEqual(0.9, snap.hypervisor('hv00').metrics.cpu)
         self.assertIsNone(snap.hypervisor('hv01').metrics)
         self.assertEqual(0.7, snap.server('s1').usage.cpu)
-        self.assertIn('no metrics for hv01 (no cpu series): load from '
-                      'Placement allocations', snap.source['note'])
+        self.assertIn('Prometheus: 1 of 2 hypervisors scored from Placement '
+                      'allocations (hv01)', snap.source['note'])
+        # Nova's host_ip and service host go to the matching.
+        [(refs, servers)] = reader.asked
+        self.assertEqual([hostmatch.HostRef('hv00', 'cmp-hv00', '192.0.2.1'),
+                          hostmatch.HostRef('hv01', 'cmp-hv01', '192.0.2.2')],
+                         refs)
+        self.assertEqual('hv01', servers['s1'])
 
     def test_unreachable_prometheus_falls_back_and_says_so(self):
-        reader = FakeReader(error=collect.prometheus.Unreachable(
+        reader = FakeReader(unreachable=(
             'cannot reach Prometheus at http://127.0.0.1:9: ConnectionError'))
         snap = snapshot_io.parse(self.collect_with(reader))
         self.assertIsNone(snap.hypervisor('hv00').metrics)
@@ -619,8 +630,7 @@ class TestMetrics(unittest.TestCase):
     def reader(self, section):
         settings = config.Settings([('test', config.flatten(
             {'prometheus': section}, 'test'))])
-        return collect.prometheus.reader_from_settings(
-            settings.section('prometheus'))
+        return measure.reader_from_settings(settings.section('prometheus'))
 
     def test_no_url_no_reader(self):
         self.assertIsNone(self.reader({}))
@@ -630,7 +640,8 @@ class TestMetrics(unittest.TestCase):
         reader = self.reader({
             'url': 'http://127.0.0.1:9090/', 'token': 't', 'window': '2m',
             'host_label': 'instance', 'timeout': '3', 'retries': 0,
-            'queries': {'ram': 'my_ram'}})
+            'queries': {'ram': 'my_ram'}, 'host_match': ['nodename'],
+            'server_profile': 'kumina'})
         self.assertEqual('http://127.0.0.1:9090', reader.client.url)
         self.assertEqual('Bearer t',
                          reader.client.session.headers['Authorization'])
@@ -639,8 +650,14 @@ class TestMetrics(unittest.TestCase):
                                            reader.client.retries))
         self.assertEqual(('2m', 'instance', 'my_ram'), (
             reader.window, reader.host_label, reader.queries['ram']))
-        self.assertEqual(collect.prometheus.DEFAULT_QUERIES['cpu_pressure'],
+        self.assertEqual(measure.HOST_QUERIES['cpu_pressure'],
                          reader.queries['cpu_pressure'])
+        self.assertEqual((('nodename',), 'kumina'), (
+            reader.host_match, reader.server_profile))
+        # Defaults: every matching method, the exporter found.
+        reader = self.reader({'url': 'http://p'})
+        self.assertEqual((config.HOST_MATCH, 'auto', 'hostname'), (
+            reader.host_match, reader.server_profile, reader.host_label))
 
     def test_credentials_in_the_url_become_basic_auth(self):
         reader = self.reader({'url': 'https://ops:s3cret@prom.example:9090'})

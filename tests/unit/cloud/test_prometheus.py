@@ -1,4 +1,4 @@
-"""The Prometheus reader against a small fake Prometheus on 127.0.0.1."""
+"""The Prometheus client against a small fake Prometheus on 127.0.0.1."""
 
 import http.server
 import json
@@ -6,10 +6,7 @@ import threading
 import unittest
 import urllib.parse
 
-from osc_leveller.cloud import collect
 from osc_leveller.cloud import prometheus
-
-HYPERVISORS = ['hv01.example.net', 'hv02.example.net', 'hv03.example.net']
 
 
 class FakePrometheus(http.server.BaseHTTPRequestHandler):
@@ -18,7 +15,8 @@ class FakePrometheus(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
-        query = urllib.parse.parse_qs(url.query).get('query', [''])[0]
+        query = urllib.parse.parse_qs(url.query).get('query', [''])[0] or \
+            url.path
         self.seen.append((query, self.headers.get('Authorization')))
         status, body = 404, {}
         for key, answer in self.answers.items():
@@ -58,60 +56,6 @@ class PrometheusTest(unittest.TestCase):
         self.addCleanup(self.server.server_close)
         self.addCleanup(self.server.shutdown)
         self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
-
-    def reader(self, **kwargs):
-        client = prometheus.Client(self.url, token=kwargs.pop('token', None),
-                                   timeout=2, retries=1)
-        return prometheus.Reader(client, **kwargs)
-
-    def test_host_metrics_by_instance_label_with_port(self):
-        FakePrometheus.answers = {
-            'node_cpu_seconds_total': vector(
-                ({'instance': 'hv01:9100'}, 0.9),
-                ({'instance': 'hv02:9100'}, 0.2),
-                ({'instance': 'hv03:9100'}, 1.7)),
-            'MemAvailable': vector(
-                ({'instance': 'hv01:9100'}, 0.5),
-                ({'instance': 'hv02:9100'}, 0.25),
-                ({'instance': 'hv03:9100'}, 0.1)),
-            'pressure_cpu': vector(({'instance': 'hv01:9100'}, 1.0004)),
-            'pressure_memory': vector(),
-        }
-        values, problems = self.reader(host_label='instance',
-                                       window='1m').host_metrics(HYPERVISORS)
-        # rate() overshoots a saturated counter a little: that is 1.
-        self.assertEqual({'cpu': 0.9, 'ram': 0.5, 'cpu_pressure': 1.0},
-                         values['hv01.example.net'])
-        self.assertEqual({'cpu': 0.2, 'ram': 0.25},
-                         values['hv02.example.net'])
-        self.assertEqual({'hv03.example.net': 'cpu is 1.7, outside 0..1'},
-                         problems)
-        queries = [q for q, _ in FakePrometheus.seen]
-        self.assertIn('1 - avg by (instance) (rate(node_cpu_seconds_total'
-                      '{mode="idle"}[1m]))', queries)
-
-    def test_missing_hosts_and_nan(self):
-        FakePrometheus.answers = {
-            'node_cpu_seconds_total': vector(({'hypervisor': 'hv01'}, 0.5),
-                                             ({'hypervisor': 'hv02'}, 'NaN')),
-            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5),
-                                   ({'hypervisor': 'hv02'}, 0.5)),
-            'pressure': vector(),
-        }
-        values, problems = self.reader().host_metrics(HYPERVISORS)
-        self.assertEqual(['hv01.example.net'], list(values))
-        self.assertEqual('cpu is nan, outside 0..1',
-                         problems['hv02.example.net'])
-        self.assertEqual('no cpu series', problems['hv03.example.net'])
-
-    def test_server_metrics(self):
-        FakePrometheus.answers = {
-            'libvirt_domain_info_cpu_time': vector(({'uuid': 'a'}, 0.8),
-                                                   ({'uuid': 'b'}, 2.0)),
-            'libvirt_domain_info_memory_usage': vector(({'uuid': 'a'}, 0.4)),
-        }
-        self.assertEqual({'a': {'cpu': 0.8, 'ram': 0.4}},
-                         self.reader().server_metrics())
 
     def test_bearer_token_is_sent_and_never_shown(self):
         FakePrometheus.answers = {'x': (403, {'status': 'error'})}
@@ -193,51 +137,19 @@ class PrometheusTest(unittest.TestCase):
                     self.url, status), str(ctx.exception))
             self.assertEqual(1, len(FakePrometheus.seen))  # no retries
 
-    def test_a_host_query_with_no_series_at_all(self):
-        FakePrometheus.answers = {
-            'no_such_metric': vector(),
-            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5)),
-            'pressure': vector(),
-        }
-        reader = self.reader(queries={'cpu': 'no_such_metric',
-                                      'ram': prometheus.DEFAULT_QUERIES['ram']})
-        with self.assertRaises(prometheus.NoSeries) as ctx:
-            reader.host_metrics(HYPERVISORS)
-        message = ('the cpu query returned no series at all (check '
-                   'leveller: prometheus: queries: cpu)')
-        self.assertEqual(message, str(ctx.exception))
-        # The collector falls back for every hypervisor with one note.
-        document = {'source': {'kind': 'cloud'}, 'servers': [],
-                    'hypervisors': [{'name': h, 'metrics': None}
-                                    for h in HYPERVISORS]}
-        collect.add_metrics(document, reader)
-        self.assertEqual(message + ': load from Placement allocations',
-                         document['source']['note'])
-        self.assertEqual([None] * 3,
-                         [h['metrics'] for h in document['hypervisors']])
-
-    def test_host_series_that_name_no_hypervisor(self):
-        FakePrometheus.answers = {
-            'node_cpu_seconds_total': vector(({'instance': 'hv01:9100'}, 0.5),
-                                             ({'instance': 'hv02:9100'}, 0.5)),
-        }
-        with self.assertRaises(prometheus.NoSeries) as ctx:
-            self.reader().host_metrics(HYPERVISORS)
+    def test_label_values(self):
+        # Prometheus before 2.24 ignores match[]: the pattern still holds.
+        FakePrometheus.answers = {'/api/v1/label/__name__/values': (200, {
+            'status': 'success', 'data': [
+                'libvirt_domain_openstack_info', 'node_uname_info', 7,
+                'libvirtd_domain_cpu_time']})}
+        client = prometheus.Client(self.url, retries=0)
         self.assertEqual(
-            'the cpu query returned 2 series, none naming a hypervisor in '
-            'its hypervisor label (check leveller: prometheus: host_label and '
-            'host_pattern)', str(ctx.exception))
-
-    def test_empty_optional_queries_and_no_hypervisors_are_fine(self):
-        FakePrometheus.answers = {'': vector()}
-        self.assertEqual(({}, {}), self.reader().host_metrics([]))
-        FakePrometheus.answers = {
-            'node_cpu_seconds_total': vector(({'hypervisor': 'hv01'}, 0.5)),
-            'MemAvailable': vector(({'hypervisor': 'hv01'}, 0.5)),
-            'pressure': vector(),
-        }
-        values, problems = self.reader().host_metrics(HYPERVISORS)
-        self.assertEqual({'hv01.example.net': {'cpu': 0.5, 'ram': 0.5}},
-                         values)
-        self.assertEqual({'hv02.example.net': 'no cpu series',
-                          'hv03.example.net': 'no cpu series'}, problems)
+            ['libvirt_domain_openstack_info', 'libvirtd_domain_cpu_time'],
+            client.label_values('__name__', r'libvirtd?_domain_.*'))
+        FakePrometheus.answers = {'/api/v1/label/__name__/values': (200, {
+            'status': 'success', 'data': {'not': 'a list'}})}
+        with self.assertRaises(prometheus.PrometheusError) as ctx:
+            client.label_values('__name__', 'x')
+        self.assertIn('answered the label values of __name__ with dict, not '
+                      'a list', str(ctx.exception))

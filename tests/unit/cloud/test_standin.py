@@ -24,6 +24,7 @@ from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import actions
 from osc_leveller.cloud import collect
+from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import executor
 from osc_leveller.core import snapshot as snapshot_io
@@ -462,20 +463,29 @@ class TestPrometheus(unittest.TestCase):
                 'prometheus', 'GET', '/api/v1/query'])
 
     def test_metrics_reach_the_snapshot(self):
-        loads = {'hv1': 0.9, 'hv2': 0.2, 'hv3': 0.1}
+        # kolla-ansible's labels: instance is Nova's host_ip and a port.
+        loads = {'192.0.2.2:9100': 0.9, '192.0.2.3:9100': 0.2,
+                 '192.0.2.4:9100': 0.1}
 
         def answer(query):
-            if 'uuid' in query:
-                return [({'uuid': 'id-hot0'}, 0.75)]
-            return [({'hypervisor': name}, value)
-                    for name, value in loads.items()]
-        with standin.StandIn(small_cloud(), prometheus=answer) as cloud:
-            reader = prometheus.Reader(prometheus.Client(
+            if 'libvirt' in query:
+                return [({'instance': '192.0.2.2:9177', 'domain': 'i-1',
+                          'job': 'libvirt_exporter',
+                          'instance_id': 'id-hot0'}, 0.75)]
+            return [({'instance': instance, 'job': 'node'}, value)
+                    for instance, value in loads.items()]
+        with standin.StandIn(small_cloud(), prometheus=answer,
+                             prometheus_names=[
+                                 'libvirt_domain_openstack_info']) as cloud:
+            reader = measure.Reader(prometheus.Client(
                 cloud.prometheus_url, retries=0))
-            snap = snapshot_io.parse(collect.Collector(
-                cloud.connection(), metrics=reader).collect())
+            collector = collect.Collector(cloud.connection(), metrics=reader)
+            snap = snapshot_io.parse(collector.collect())
         self.assertEqual(0.9, snap.hypervisor('hv1').metrics.cpu)
+        self.assertEqual(0.1, snap.hypervisor('hv3').metrics.cpu)
         self.assertEqual(0.75, snap.server('id-hot0').usage.cpu)
+        self.assertEqual('host_ip 192.0.2.2',
+                         collector.coverage.rows[0].matched_by)
 
 
 class TestShell(unittest.TestCase):

@@ -1,0 +1,295 @@
+"""Measured load from Prometheus, matched to Nova's hypervisors and servers.
+
+One reading asks Prometheus, in this order:
+
+1. ``node_uname_info`` (else ``node_memory_MemTotal_bytes``): one series a
+   node_exporter target, to place each target on a hypervisor
+   (hostmatch.Matcher);
+2. the host queries, aggregated by target;
+3. which libvirt exporter is there (metric names, one or two requests),
+   then its server queries.
+
+Whatever cannot be matched is said, never guessed: a hypervisor without
+series is scored from Placement allocations, a server without series gets a
+per-vCPU share of its hypervisor's measured load, and both are counted in
+the coverage that ``openstack leveller metrics check`` shows.
+"""
+
+import collections
+import dataclasses
+import math
+import urllib.parse
+
+from osc_leveller.cloud import hostmatch
+from osc_leveller.cloud import libvirt
+from osc_leveller.cloud import prometheus
+
+# {window}: the rate() window; {label}: the labels that tell targets apart.
+HOST_QUERIES = {
+    'cpu': '1 - avg by ({label}) '
+           '(rate(node_cpu_seconds_total{{mode="idle"}}[{window}]))',
+    'ram': '1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes',
+    'cpu_pressure': 'rate(node_pressure_cpu_waiting_seconds_total[{window}])',
+    'ram_pressure':
+        'rate(node_pressure_memory_waiting_seconds_total[{window}])',
+}
+HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
+PRESSURE = ('cpu_pressure', 'ram_pressure')
+IDENTITY = ('node_uname_info', 'node_memory_MemTotal_bytes')
+RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
+
+
+@dataclasses.dataclass
+class Reading:
+    """What Prometheus says, keyed the way Nova names things."""
+    hosts: dict = dataclasses.field(default_factory=dict)     # name: metrics
+    problems: dict = dataclasses.field(default_factory=dict)  # name: why not
+    matched: dict = dataclasses.field(default_factory=dict)   # name: how
+    servers: dict = dataclasses.field(default_factory=dict)  # id: metrics
+    strangers: set = dataclasses.field(default_factory=set)  # ids not Nova's
+    info: list = dataclasses.field(default_factory=list)  # for the report
+    profiles: list = dataclasses.field(default_factory=list)
+    identity: str = None      # the series that placed the targets
+    notes: list = dataclasses.field(default_factory=list)
+    unreachable: str = None   # set when Prometheus gave no answer at all
+
+
+class Reader:
+    """Reads host and server load for the given hypervisors."""
+
+    def __init__(self, client, queries=None, server_queries=None,
+                 window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
+                 host_match=hostmatch.METHODS, server_profile='auto'):
+        self.client = client
+        self.queries = dict(HOST_QUERIES if queries is None else queries)
+        self.server_queries = {m: q for m, q in
+                               (server_queries or {}).items() if q}
+        self.window = window
+        self.host_label = host_label
+        self.host_pattern = host_pattern
+        self.host_match = tuple(host_match)
+        self.server_profile = server_profile
+
+    def _render(self, template):
+        label = ', '.join(['instance', 'job'] + (
+            [self.host_label] if self.host_label else []))
+        return template.format(window=self.window, label=label)
+
+    def read(self, hypervisors, servers):
+        """A Reading for hypervisors ([hostmatch.HostRef]) and servers
+        ({server id: the hypervisor Nova has it on}).
+
+        Prometheus not answering gives a Reading that says so; an answer
+        that shows a wrong URL or query is a PrometheusError.
+        """
+        reading = Reading()
+        try:
+            matcher = self._match(hypervisors, reading)
+            self._hosts(matcher, hypervisors, reading)
+            self._servers(matcher, servers, reading)
+        except prometheus.Unreachable as exc:
+            return Reading(unreachable=str(exc))
+        return reading
+
+    # ------------------------------------------------------------ hosts
+    def _match(self, hypervisors, reading):
+        matcher = hostmatch.Matcher(hypervisors, self.host_match,
+                                    self.host_label, self.host_pattern)
+        for name in IDENTITY:
+            samples = self.client.query(name)
+            if samples:
+                reading.identity = name
+                matcher.learn(samples)
+                break
+        reading.notes.extend(matcher.notes)
+        reading.matched = dict(matcher.how)
+        return matcher
+
+    def _host_of(self, matcher, labels):
+        key = hostmatch.target_key(labels)
+        if key in matcher.targets:
+            return matcher.targets[key]
+        if matcher.targets or key[0]:
+            return None  # a target that is no hypervisor's
+        # A custom query aggregated by a label of its own, no targets.
+        name, how = matcher.place(labels)
+        if name is not None:
+            matcher.how.setdefault(name, how)
+        return name
+
+    def _hosts(self, matcher, hypervisors, reading):
+        names = [ref.name for ref in hypervisors]
+        values = {name: {} for name in names}
+        problems = {}
+        pressure_seen = False
+        for metric, template in self.queries.items():
+            seen = collections.defaultdict(list)
+            for labels, value in self.client.query(self._render(template)):
+                name = self._host_of(matcher, labels)
+                if name is not None:
+                    seen[name].append(value)
+            for name, found in seen.items():
+                if len(found) > 1:
+                    problems.setdefault(name, '%d %s series' % (
+                        len(found), metric))
+                    continue
+                fraction = _fraction(found[0])
+                if fraction is None:
+                    problems.setdefault(name, '%s is %s, outside 0..1' % (
+                        metric, found[0]))
+                values[name][metric] = fraction
+            pressure_seen |= metric in PRESSURE and bool(seen)
+            if metric in HOST_METRICS:
+                for name in names:
+                    if name not in seen:
+                        problems.setdefault(name, self._unseen(
+                            name, metric, matcher, reading))
+        if any(m in PRESSURE for m in self.queries) and values and \
+                not pressure_seen and any(n not in problems for n in names):
+            reading.notes.append(
+                'no pressure (PSI) series for any hypervisor: scored on '
+                'utilisation only (a kernel without PSI, such as RHEL '
+                'without psi=1, or node_exporter\'s pressure collector off)')
+        reading.matched = dict(matcher.how)
+        reading.hosts = {n: v for n, v in values.items() if n not in problems}
+        reading.problems = problems
+
+    def _unseen(self, name, metric, matcher, reading):
+        if name not in matcher.series:
+            if reading.identity is None:
+                return 'Prometheus has no node_exporter series (%s)' % (
+                    ' nor '.join(IDENTITY))
+            return 'no node_exporter target matches it (tried %s)' % (
+                ', '.join(self._tried(name, matcher)))
+        return 'no %s series for %s' % (metric, hostmatch._show(
+            matcher.series[name]))
+
+    def _tried(self, name, matcher):
+        ref = next(r for r in matcher.hypervisors if r.name == name)
+        said = {'label': 'label %s' % self.host_label,
+                'instance': 'instance as a host name',
+                'host_ip': 'instance as host_ip %s' % (ref.ip or '(none)'),
+                'nodename': 'node_uname_info nodename'}
+        return [said[m] for m in self.host_match
+                if m != 'label' or self.host_label]
+
+    # ---------------------------------------------------------- servers
+    def _profiles(self):
+        if self.server_queries:
+            return [dataclasses.replace(libvirt.CUSTOM,
+                                        queries=self.server_queries)]
+        if self.server_profile == 'none':
+            return []
+        if self.server_profile != 'auto':
+            return [libvirt.PROFILES[self.server_profile]]
+        names = set(self.client.label_values('__name__', libvirt.NAMES))
+        return libvirt.detect(names, lambda: any(
+            value for _, value in self.client.query(libvirt.KUMINA_CHECK)))
+
+    def _servers(self, matcher, servers, reading):
+        reading.profiles = self._profiles()
+        found = collections.defaultdict(list)  # (id, metric): [(where, x)]
+        for profile in reading.profiles:
+            for metric, template in profile.queries.items():
+                promql = template.format(window=self.window)
+                for labels, value in self.client.query(promql):
+                    uuid = libvirt.server_id(labels, profile)
+                    fraction = _fraction(value)
+                    if uuid and fraction is not None:
+                        found[uuid, metric].append(
+                            (matcher.locate(labels), fraction))
+        moving, unsure = set(), set()
+        for (uuid, metric), series in sorted(found.items()):
+            if uuid not in servers:
+                reading.strangers.add(uuid)
+                continue
+            value = _one(series, servers[uuid])
+            if value is None:
+                unsure.add(uuid)
+                continue
+            if len(series) > 1:
+                moving.add(uuid)
+            reading.servers.setdefault(uuid, {})[metric] = value
+        if unsure:
+            reading.notes.append(
+                '%d servers have series on several hypervisors, none or more '
+                'than one of them where Nova has the server: not used (%s)' %
+                (len(unsure), _some(unsure)))
+        if moving:
+            reading.info.append(
+                '%d servers have series on two hypervisors (a live '
+                'migration): the series on Nova\'s hypervisor is used' %
+                len(moving))
+        if reading.strangers:
+            reading.info.append(
+                'series of %d servers Nova does not list (deleted, or of '
+                'another region or cell) are ignored' % len(
+                    reading.strangers))
+
+
+def _one(series, hypervisor):
+    """The value of the one series on the server's hypervisor, or None.
+
+    A single series counts wherever it is (the exporter of the hypervisor
+    the server just left or reached, or one that cannot be located); of
+    several, only the one on Nova's hypervisor.
+    """
+    if len(series) == 1:
+        return series[0][1]
+    here = [value for where, value in series if where == hypervisor]
+    return here[0] if len(here) == 1 else None
+
+
+def _some(ids, most=3):
+    ids = sorted(ids)
+    return ', '.join(ids[:most]) + (', ...' if len(ids) > most else '')
+
+
+def _fraction(value):
+    """The value as a fraction 0..1, or None if it is not one.
+
+    rate() extrapolates to the edges of its window, so a saturated counter
+    (a CPU always busy, a task always stalled) reads a little above 1:
+    that is 1, not a broken exporter.
+    """
+    if math.isnan(value) or not -RATE_SLACK <= value <= 1.0 + RATE_SLACK:
+        return None
+    return min(1.0, max(0.0, value))
+
+
+PROFILES = {
+    'pressure': tuple(HOST_QUERIES),
+    'utilisation': HOST_METRICS,  # kernels or exporters without PSI
+}
+
+
+def reader_from_settings(settings):
+    """A Reader from the effective ``prometheus`` settings, or None.
+
+    settings: core.config.Settings.section('prometheus'). Credentials in the
+    URL (https://user:pass@host) move into basic auth, so the URL that
+    messages show carries none.
+    """
+    if not settings.get('url'):
+        return None
+    url = urllib.parse.urlsplit(settings['url'])
+    username = url.username or settings.get('username')
+    password = url.password or settings.get('password')
+    clean = url._replace(netloc=url.netloc.rpartition('@')[2]).geturl()
+    client = prometheus.Client(
+        clean, token=settings.get('token'), username=username,
+        password=password, ca_bundle=settings.get('ca_bundle'),
+        timeout=settings.get('timeout', 10.0),
+        connect_timeout=settings.get('connect_timeout', 5.0),
+        retries=settings.get('retries', 2))
+    profile = PROFILES[settings.get('profile', 'pressure')]
+    queries = {m: q for m, q in HOST_QUERIES.items() if m in profile}
+    queries.update(settings.get('queries') or {})
+    return Reader(client,
+                  queries={m: q for m, q in queries.items() if q},
+                  server_queries=settings.get('server_queries'),
+                  window=settings.get('window', '5m'),
+                  host_label=settings.get('host_label', 'hostname'),
+                  host_pattern=settings.get('host_pattern', r'^([^:]+)'),
+                  host_match=settings.get('host_match', hostmatch.METHODS),
+                  server_profile=settings.get('server_profile', 'auto'))

@@ -1,0 +1,437 @@
+"""Host matching, libvirt exporter profiles and coverage, against the
+series the real exporters and deployments emit (labels as in their
+sources: node_exporter, inovex/Tinkoff/kumina/vexxhost libvirt exporters,
+kolla-ansible and openstack-helm scrape configurations).
+
+The client is a stand-in that answers each query from canned samples; the
+PromQL itself is run by a real Prometheus in the functional tests.
+"""
+
+import unittest
+
+from osc_leveller.cloud import collect
+from osc_leveller.cloud import coverage
+from osc_leveller.cloud import hostmatch
+from osc_leveller.cloud import libvirt
+from osc_leveller.cloud import measure
+from osc_leveller.cloud import prometheus
+
+REFS = [hostmatch.HostRef('hv01.example.net', 'hv01', '10.0.0.11'),
+        hostmatch.HostRef('hv02.example.net', 'hv02', '10.0.0.12'),
+        hostmatch.HostRef('hv03.example.net', 'hv03', '10.0.0.13')]
+NAMES = [r.name for r in REFS]
+
+
+def uname(instance, job='node', nodename=None, **labels):
+    return dict(labels, instance=instance, job=job,
+                nodename=nodename or 'localhost', sysname='Linux',
+                machine='x86_64', release='6.1.0', version='#1 SMP',
+                domainname='(none)')
+
+
+class FakeClient:
+    """Answers a query from the first key it contains; records requests."""
+
+    def __init__(self, answers, names=(), fail=None):
+        self.answers = answers  # [(substring, [(labels, value)])]
+        self.names = list(names)
+        self.fail = fail
+        self.asked = []
+
+    def query(self, promql):
+        self.asked.append(promql)
+        if self.fail:
+            raise self.fail
+        for key, samples in self.answers:
+            if key in promql:
+                return [(dict(labels), value) for labels, value in samples]
+        return []
+
+    def label_values(self, label, pattern):
+        self.asked.append('label_values %s %s' % (label, pattern))
+        return self.names
+
+
+def node_answers(targets, cpu=None, ram=None, pressure=True):
+    """node_exporter answers for targets: {instance labels: (cpu, ram)}."""
+    keys = [(t['instance'], t['job']) for t in targets]
+
+    def by_target(values):
+        return [({'instance': i, 'job': j}, v)
+                for (i, j), v in zip(keys, values)]
+    cpu = cpu or [0.5] * len(targets)
+    ram = ram or [0.25] * len(targets)
+    answers = [('node_uname_info', [(t, 1) for t in targets]),
+               ('node_cpu_seconds_total', by_target(cpu)),
+               ('node_memory_MemAvailable_bytes', by_target(ram))]
+    if pressure:
+        answers += [('node_pressure_cpu', by_target([0.01] * len(keys))),
+                    ('node_pressure_memory', by_target([0.0] * len(keys)))]
+    return answers
+
+
+def read(client, servers=None, **kwargs):
+    return measure.Reader(client, window='1m', **kwargs).read(
+        REFS, servers or {})
+
+
+class TestHostMatching(unittest.TestCase):
+    def test_kolla_default_instance_is_the_api_address(self):
+        targets = [uname('10.0.0.%d:9100' % (11 + i)) for i in range(3)]
+        reading = read(FakeClient(node_answers(targets, cpu=[.9, .5, .1])))
+        self.assertEqual({'hv01.example.net': 'host_ip 10.0.0.11',
+                          'hv02.example.net': 'host_ip 10.0.0.12',
+                          'hv03.example.net': 'host_ip 10.0.0.13'},
+                         reading.matched)
+        self.assertEqual([.9, .5, .1],
+                         [reading.hosts[n]['cpu'] for n in NAMES])
+        self.assertEqual({}, reading.problems)
+        self.assertEqual('node_uname_info', reading.identity)
+
+    def test_kolla_instance_label_set_to_the_host_name(self):
+        # prometheus_instance_label: "{{ ansible_facts.hostname }}" (short)
+        # or nodename (full); no port in either.
+        targets = [uname('hv01'), uname('hv02.example.net'),
+                   uname('HV03')]
+        reading = read(FakeClient(node_answers(targets)))
+        self.assertEqual({'hv01.example.net': 'instance hv01',
+                          'hv02.example.net': 'instance hv02.example.net',
+                          'hv03.example.net': 'instance HV03'},
+                         reading.matched)
+
+    def test_openstack_helm_hostname_label(self):
+        # Pod IPs that are no hypervisor's host_ip: only the label tells.
+        targets = [uname('192.0.2.%d:9100' % i, job='node-exporter',
+                         hostname=name) for i, name in enumerate(NAMES)]
+        reading = read(FakeClient(node_answers(targets)))
+        self.assertEqual({n: 'hostname=%s' % n for n in NAMES},
+                         reading.matched)
+
+    def test_nodename_when_nothing_else_names_the_host(self):
+        targets = [uname('192.0.2.%d:9100' % i, nodename=n.split('.')[0])
+                   for i, n in enumerate(NAMES)]
+        reading = read(FakeClient(node_answers(targets)))
+        self.assertEqual({n: 'nodename %s' % n.split('.')[0] for n in NAMES},
+                         reading.matched)
+        self.assertEqual(3, len(reading.hosts))
+
+    def test_the_order_can_be_changed(self):
+        # hv01's instance names hv02 (a stale DNS name, say); nodename first
+        # believes the node itself.
+        targets = [uname('hv02:9100', nodename='hv01')]
+        self.assertEqual({'hv02.example.net': 'instance hv02'}, read(
+            FakeClient(node_answers(targets))).matched)
+        self.assertEqual({'hv01.example.net': 'nodename hv01'}, read(
+            FakeClient(node_answers(targets)),
+            host_match=('nodename', 'instance')).matched)
+
+    def test_an_ip_shared_by_two_hypervisors_is_never_a_guess(self):
+        refs = [hostmatch.HostRef('hv01', 'hv01', '127.0.0.1'),
+                hostmatch.HostRef('hv02', 'hv02', '127.0.0.1')]
+        client = FakeClient(node_answers([uname('127.0.0.1:9100')]))
+        reading = measure.Reader(client).read(refs, {})
+        self.assertEqual({}, reading.matched)
+        self.assertEqual({}, reading.hosts)
+        self.assertIn('the node_exporter target instance=127.0.0.1:9100 '
+                      'job=node cannot be told apart: host_ip 127.0.0.1 '
+                      'names hv01 and hv02', reading.notes)
+        self.assertIn("no node_exporter target matches it", reading.problems[
+            'hv01'])
+        # A later method that names one of them settles it.
+        client = FakeClient(node_answers([
+            uname('127.0.0.1:9100', nodename='hv02')]))
+        self.assertEqual({'hv02': 'nodename hv02'},
+                         measure.Reader(client).read(refs, {}).matched)
+
+    def test_two_targets_claiming_one_hypervisor_are_not_used(self):
+        targets = [uname('10.0.0.11:9100'), uname('10.0.0.11:9100',
+                                                  job='node-federated'),
+                   uname('10.0.0.12:9100')]
+        reading = read(FakeClient(node_answers(targets)))
+        self.assertEqual(['hv02.example.net'], list(reading.matched))
+        self.assertIn('hv01.example.net matches 2 node_exporter targets '
+                      '(instance=10.0.0.11:9100 job=node, instance=10.0.0.11:'
+                      '9100 job=node-federated): its series are not used',
+                      reading.notes)
+        self.assertNotIn('hv01.example.net', reading.hosts)
+
+    def test_short_names_that_repeat_match_nothing(self):
+        refs = [hostmatch.HostRef('cmp1.a.example', 'cmp1'),
+                hostmatch.HostRef('cmp1.b.example', 'cmp1')]
+        matcher = hostmatch.Matcher(refs)
+        self.assertEqual((None, 'instance cmp1 names cmp1.a.example and '
+                                'cmp1.b.example'),
+                         matcher.place({'instance': 'cmp1:9100'}))
+        self.assertEqual(('cmp1.b.example', 'instance cmp1.b.example'),
+                         matcher.place({'instance': 'cmp1.b.example:9100'}))
+
+    def test_ipv6_instances(self):
+        refs = [hostmatch.HostRef('hv01', 'hv01', '2001:db8::11')]
+        matcher = hostmatch.Matcher(refs)
+        self.assertEqual(('hv01', 'host_ip 2001:db8::11'), matcher.place(
+            {'instance': '[2001:db8:0::11]:9100'}))
+
+    def test_hosts_without_series_and_strangers(self):
+        # A controller's node_exporter names no hypervisor: not a note.
+        targets = [uname('10.0.0.11:9100'), uname('10.0.0.99:9100',
+                                                  nodename='ctl01')]
+        reading = read(FakeClient(node_answers(targets)))
+        self.assertEqual(['hv01.example.net'], list(reading.hosts))
+        self.assertEqual([], reading.notes)
+        self.assertEqual(
+            'no node_exporter target matches it (tried label hostname, '
+            'instance as a host name, instance as host_ip 10.0.0.12, '
+            'node_uname_info nodename)',
+            reading.problems['hv02.example.net'])
+
+    def test_no_node_exporter_at_all(self):
+        reading = read(FakeClient([]))
+        self.assertIsNone(reading.identity)
+        self.assertEqual(
+            {n: 'Prometheus has no node_exporter series (node_uname_info nor '
+                'node_memory_MemTotal_bytes)' for n in NAMES},
+            reading.problems)
+
+    def test_without_node_uname_info_meminfo_places_the_targets(self):
+        answers = node_answers([uname('10.0.0.11:9100')])[1:]
+        answers.insert(0, ('node_memory_MemTotal_bytes', [
+            ({'instance': '10.0.0.11:9100', 'job': 'node'}, 2 ** 36)]))
+        reading = read(FakeClient(answers))
+        self.assertEqual('node_memory_MemTotal_bytes', reading.identity)
+        self.assertEqual({'hv01.example.net': 'host_ip 10.0.0.11'},
+                         reading.matched)
+
+    def test_nan_and_out_of_range_values_are_reasons(self):
+        targets = [uname('10.0.0.%d:9100' % (11 + i)) for i in range(3)]
+        reading = read(FakeClient(node_answers(
+            targets, cpu=[float('nan'), 1.7, 1.0004])))
+        self.assertEqual('cpu is nan, outside 0..1',
+                         reading.problems['hv01.example.net'])
+        self.assertEqual('cpu is 1.7, outside 0..1',
+                         reading.problems['hv02.example.net'])
+        # rate() overshoots a saturated counter a little: that is 1.
+        self.assertEqual(1.0, reading.hosts['hv03.example.net']['cpu'])
+
+    def test_without_psi_series_it_says_so(self):
+        targets = [uname('10.0.0.11:9100')]
+        reading = read(FakeClient(node_answers(targets, pressure=False)))
+        self.assertEqual({'cpu': 0.5, 'ram': 0.25},
+                         reading.hosts['hv01.example.net'])
+        self.assertIn('no pressure (PSI) series for any hypervisor',
+                      reading.notes[0])
+        # Not asked for, not missed.
+        reading = read(FakeClient(node_answers(targets, pressure=False)),
+                       queries={'cpu': measure.HOST_QUERIES['cpu'],
+                                'ram': measure.HOST_QUERIES['ram']})
+        self.assertEqual([], reading.notes)
+
+    def test_host_queries_group_by_target(self):
+        client = FakeClient(node_answers([uname('10.0.0.11:9100')]))
+        read(client)
+        self.assertIn('1 - avg by (instance, job, hostname) '
+                      '(rate(node_cpu_seconds_total{mode="idle"}[1m]))',
+                      client.asked)
+
+    def test_custom_queries_by_a_label_of_ones_own(self):
+        # No node_exporter at all: series aggregated by the configured
+        # label are placed by it.
+        client = FakeClient([
+            ('my_cpu', [({'hypervisor': 'hv01'}, 0.4)]),
+            ('my_ram', [({'hypervisor': 'hv01'}, 0.6)])])
+        reading = read(client, queries={'cpu': 'my_cpu', 'ram': 'my_ram'},
+                       host_label='hypervisor', server_profile='none')
+        self.assertEqual({'hv01.example.net': {'cpu': 0.4, 'ram': 0.6}},
+                         reading.hosts)
+        self.assertEqual('hypervisor=hv01',
+                         reading.matched['hv01.example.net'])
+
+    def test_unreachable(self):
+        reading = read(FakeClient([], fail=prometheus.Unreachable(
+            'Prometheus at http://p answered HTTP 503')))
+        self.assertEqual('Prometheus at http://p answered HTTP 503',
+                         reading.unreachable)
+        self.assertEqual({}, reading.hosts)
+
+
+KOLLA = [uname('10.0.0.%d:9100' % (11 + i)) for i in range(3)]
+
+
+def libvirt_sample(instance, job, domain, **labels):
+    return dict(labels, instance=instance, job=job, domain=domain)
+
+
+class TestServers(unittest.TestCase):
+    def test_inovex_joins_the_server_id_from_openstack_info(self):
+        lv = '10.0.0.11:9177'
+        client = FakeClient(node_answers(KOLLA) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample(lv, 'libvirt_exporter', 'instance-0000000a',
+                                instance_id='s1'), 0.75)]),
+            ('libvirt_domain_memory_stats_rss_bytes', [
+                (libvirt_sample(lv, 'libvirt_exporter', 'instance-0000000a',
+                                instance_id='s1'), 0.4)]),
+        ], names=['libvirt_domain_openstack_info',
+                  'libvirt_domain_info_cpu_time_seconds_total'])
+        reading = read(client, {'s1': 'hv01.example.net'})
+        self.assertEqual(['inovex'], [p.name for p in reading.profiles])
+        self.assertEqual({'s1': {'cpu': 0.75, 'ram': 0.4}}, reading.servers)
+        cpu = [q for q in client.asked if 'cpu_time' in q][0]
+        self.assertIn('group_left (instance_id) '
+                      'libvirt_domain_openstack_info', cpu)
+        self.assertIn('on (instance, job, domain)', cpu)
+        # One request to find the exporter: kumina's check is not needed.
+        self.assertEqual(1, sum(q.startswith('label_values')
+                                for q in client.asked))
+        self.assertNotIn(libvirt.KUMINA_CHECK, client.asked)
+
+    def test_detection(self):
+        def found(names, kumina=False):
+            return [p.name for p in libvirt.detect(set(names),
+                                                   lambda: kumina)]
+        cpu = 'libvirt_domain_info_cpu_time_seconds_total'
+        self.assertEqual(['tinkoff'], found([cpu, 'libvirt_domain_info_meta']))
+        self.assertEqual(['kumina'], found([cpu], kumina=True))
+        self.assertEqual([], found([cpu], kumina=False))
+        self.assertEqual(['vexxhost'], found(['libvirtd_domain_cpu_time']))
+        # A rolling upgrade from Tinkoff to inovex: both are read.
+        self.assertEqual(['inovex', 'tinkoff'], found([
+            cpu, 'libvirt_domain_info_meta', 'libvirt_domain_openstack_info']))
+
+    def test_kumina_has_no_memory_and_the_coverage_says_so(self):
+        client = FakeClient(node_answers(KOLLA) + [
+            ('count(libvirt_domain_info_cpu_time_seconds_total{uuid!=""})',
+             [({}, 2)]),
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample('10.0.0.11:9177', 'libvirt', 'instance-1',
+                                uuid='s1', name='vm1'), 0.5)])],
+            names=['libvirt_domain_info_cpu_time_seconds_total'])
+        reading = read(client, {'s1': 'hv01.example.net'})
+        self.assertEqual(['kumina'], [p.name for p in reading.profiles])
+        self.assertEqual({'s1': {'cpu': 0.5}}, reading.servers)
+        found = coverage.build(document(['s1']), reading)
+        self.assertEqual('kumina libvirt_exporter: the exporter reports no '
+                         'resident or in-guest memory', found.ram_missing())
+
+    def test_a_live_migration_shows_a_server_on_two_hosts(self):
+        # Domain names repeat: the join is on (instance, job, domain), and of
+        # the two series the one on Nova's hypervisor counts.
+        client = FakeClient(node_answers(KOLLA) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                'instance-1', instance_id='s1'), 0.9),
+                (libvirt_sample('10.0.0.12:9177', 'libvirt_exporter',
+                                'instance-1', instance_id='s1'), 0.2),
+                (libvirt_sample('10.0.0.13:9177', 'libvirt_exporter',
+                                'instance-2', instance_id='s2'), 0.3),
+                (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                'instance-2', instance_id='s2'), 0.4)])],
+            names=['libvirt_domain_openstack_info'])
+        reading = read(client, {'s1': 'hv02.example.net',
+                                's2': 'hv02.example.net'})
+        self.assertEqual({'s1': {'cpu': 0.2}}, reading.servers)
+        self.assertIn('1 servers have series on several hypervisors, none or '
+                      'more than one of them where Nova has the server: not '
+                      'used (s2)', reading.notes)
+        self.assertIn('1 servers have series on two hypervisors (a live '
+                      'migration): the series on Nova\'s hypervisor is used',
+                      reading.info)
+
+    def test_series_of_deleted_servers_are_ignored(self):
+        client = FakeClient(node_answers(KOLLA) + [
+            ('libvirtd_domain_cpu_time', [
+                ({'instance': '10.0.0.11:9474', 'uuid': 'gone'}, 0.5),
+                ({'instance': '10.0.0.11:9474', 'uuid': 's1'}, float('nan'))])],
+            names=['libvirtd_domain_cpu_time'])
+        reading = read(client, {'s1': 'hv01.example.net'})
+        self.assertEqual({}, reading.servers)  # NaN is no load
+        self.assertEqual({'gone'}, reading.strangers)
+        self.assertIn('series of 1 servers Nova does not list (deleted, or '
+                      'of another region or cell) are ignored', reading.info)
+
+    def test_a_forced_profile_and_custom_queries_skip_detection(self):
+        client = FakeClient(node_answers(KOLLA))
+        read(client, server_profile='tinkoff')
+        self.assertFalse([q for q in client.asked if 'label_values' in q])
+        self.assertTrue([q for q in client.asked
+                         if 'libvirt_domain_info_meta' in q])
+        client = FakeClient(node_answers(KOLLA) + [
+            ('my_server_cpu', [({'uuid': 's1'}, 0.3)])])
+        reading = read(client, {'s1': 'hv01.example.net'},
+                       server_queries={'cpu': 'my_server_cpu', 'ram': ''})
+        self.assertEqual({'s1': {'cpu': 0.3}}, reading.servers)
+        self.assertFalse([q for q in client.asked if 'label_values' in q])
+        client = FakeClient(node_answers(KOLLA), names=['x'])
+        self.assertEqual([], read(client, server_profile='none').profiles)
+
+
+def document(server_ids, hypervisor='hv01.example.net'):
+    return {'source': {'kind': 'cloud'},
+            'hypervisors': [{'name': n, 'host': n.split('.')[0],
+                             'metrics': None} for n in NAMES],
+            'servers': [{'id': s, 'hypervisor': hypervisor,
+                         'status': 'ACTIVE'} for s in server_ids]}
+
+
+class TestCoverage(unittest.TestCase):
+    def fill(self, client, doc):
+        reader = measure.Reader(client, window='1m')
+        found = collect.add_metrics(doc, reader, {r.name: r.ip for r in REFS})
+        return found
+
+    def test_everything_matched_says_nothing(self):
+        client = FakeClient(node_answers(KOLLA) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                'instance-1', instance_id='s1'), 0.5)]),
+            ('libvirt_domain_memory_stats_rss_bytes', [
+                (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                'instance-1', instance_id='s1'), 0.5)])],
+            names=['libvirt_domain_openstack_info'])
+        doc = document(['s1'])
+        found = self.fill(client, doc)
+        self.assertIsNone(found.summary())
+        self.assertNotIn('note', doc['source'])
+        self.assertEqual([3, 1, 1, 1], [found.hosts_measured, found.servers,
+                                        found.measured('cpu'),
+                                        found.measured('ram')])
+        row = found.rows[0]
+        self.assertEqual(('host_ip 10.0.0.11', 'metrics', True),
+                         (row.matched_by, row.load_from, row.pressure))
+
+    def test_what_falls_back_is_one_line(self):
+        client = FakeClient(node_answers(KOLLA[:2]) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                'instance-1', instance_id='s1'), 0.5)])],
+            names=['libvirt_domain_openstack_info'])
+        doc = document(['s1', 's2', 's3'])
+        doc['servers'][2]['status'] = 'SHUTOFF'  # not running: not missed
+        found = self.fill(client, doc)
+        self.assertEqual(
+            "Prometheus: 1 of 3 hypervisors scored from Placement allocations "
+            "(hv03.example.net); CPU of 1 of 2 running servers from a share "
+            "of their hypervisor's; RAM of 2 of 2 running servers from a "
+            "share of their hypervisor's: 'openstack leveller metrics check' "
+            "says why", found.summary())
+        self.assertIn(found.summary(), doc['source']['note'])
+        self.assertEqual({'cpu': 0.5}, doc['servers'][0]['usage'])
+        self.assertIsNone(doc['hypervisors'][2]['metrics'])
+
+    def test_unreachable_is_said_once(self):
+        client = FakeClient([], fail=prometheus.Unreachable(
+            'cannot reach Prometheus at http://p: ConnectTimeout'))
+        doc = document(['s1'])
+        found = self.fill(client, doc)
+        self.assertIsNone(found.summary())
+        self.assertEqual('cannot reach Prometheus at http://p: ConnectTimeout'
+                         ': load from Placement allocations',
+                         doc['source']['note'])
+        self.assertEqual({'Prometheus not reachable'},
+                         {r.why for r in found.rows})
+
+    def test_a_hard_error_names_the_cause(self):
+        client = FakeClient([], fail=prometheus.PrometheusError(
+            "Prometheus at http://p rejected the query 'x': parse error"))
+        with self.assertRaises(collect.CollectError) as ctx:
+            self.fill(client, document([]))
+        self.assertIn('rejected the query', str(ctx.exception))
