@@ -21,6 +21,7 @@ class Row:
     why: str            # why allocations, or None
     pressure: bool      # PSI series present
     servers: int        # running servers on it
+    matched: int        # of them, with any series of their own
     cpu_series: int     # of them, with their own CPU series
     ram_series: int     # of them, with their own RAM series
 
@@ -41,6 +42,10 @@ class Coverage:
     @property
     def servers(self):
         return sum(r.servers for r in self.rows)
+
+    @property
+    def matched(self):
+        return sum(r.matched for r in self.rows)
 
     def measured(self, metric):
         """Running servers with their own series of a metric."""
@@ -102,7 +107,7 @@ def build(document, reading):
             pressure=bool(metrics) and any(
                 metrics.get(m) is not None
                 for m in ('cpu_pressure', 'ram_pressure')),
-            servers=len(servers),
+            servers=len(servers), matched=sum(bool(u) for u in usage),
             cpu_series=sum(u.get('cpu') is not None for u in usage),
             ram_series=sum(u.get('ram') is not None for u in usage)))
     return Coverage(rows=rows, profiles=list(reading.profiles),

@@ -510,3 +510,98 @@ class TestShell(unittest.TestCase):
                 snap = snapshot_io.parse(json.load(f))
         self.assertEqual(('standin', 3, 8), (
             snap.source['cloud'], len(snap.hypervisors), len(snap.servers)))
+
+
+def kolla_prometheus(hosts=('hv1', 'hv2', 'hv3'), servers=('id-hot0',)):
+    """Series as kolla-ansible's Prometheus has them: node_exporter and the
+    inovex libvirt exporter at Nova's host_ip (the stand-in's 192.0.2.N+1).
+    """
+    ip = {'hv1': '192.0.2.2', 'hv2': '192.0.2.3', 'hv3': '192.0.2.4'}
+    where = {'id-hot0': 'hv1', 'id-cool2-0': 'hv2'}
+
+    def answer(query):
+        if 'libvirt' in query:
+            return [({'instance': ip[where[s]] + ':9177', 'domain': 'i-' + s,
+                      'job': 'libvirt_exporter', 'instance_id': s}, 0.5)
+                    for s in servers]
+        return [({'instance': ip[h] + ':9100', 'job': 'node',
+                  'nodename': h}, 0.5) for h in hosts]
+    return answer
+
+
+class TestMetricsCheck(unittest.TestCase):
+    def run_shell(self, cloud, tmp, *args):
+        openstack = shutil.which('openstack', path=os.path.dirname(
+            sys.executable)) or shutil.which('openstack')
+        if not openstack:
+            self.skipTest('no openstack command')
+        clouds_yaml = cloud.write_clouds_yaml(
+            os.path.join(tmp, 'clouds.yaml'), extra={'leveller': {
+                'prometheus': {'url': cloud.prometheus_url}}})
+        return subprocess.run(
+            [openstack, '--os-cloud', 'standin', 'leveller'] + list(args),
+            env=cloud.shell_env(clouds_yaml), capture_output=True,
+            text=True, timeout=60)
+
+    def test_the_report_and_its_exit_code(self):
+        with standin.StandIn(small_cloud(), prometheus=kolla_prometheus(
+                hosts=('hv1', 'hv2')), prometheus_names=[
+                    'libvirt_domain_openstack_info']) as cloud, \
+                tempfile.TemporaryDirectory() as tmp:
+            result = self.run_shell(cloud, tmp, 'metrics', 'check',
+                                    '-f', 'json')
+            self.assertEqual(0, result.returncode, result.stderr)
+            rows = {r['Hypervisor']: r for r in json.loads(result.stdout)}
+            self.assertEqual({
+                'Hypervisor': 'hv1', 'Matched By': 'host_ip 192.0.2.2',
+                'Load From': 'metrics', 'Why': None, 'Pressure': True,
+                'Servers': 6, 'Matched Servers': 1, 'CPU Series': 1,
+                'RAM Series': 1}, rows['hv1'])
+            self.assertEqual(('allocations', None), (
+                rows['hv3']['Load From'], rows['hv3']['Matched By']))
+            self.assertIn('no node_exporter target matches it',
+                          rows['hv3']['Why'])
+            self.assertIn('Hypervisors: 2 of 3 scored from their own '
+                          'node_exporter series (targets placed by '
+                          'node_uname_info)', result.stderr)
+            self.assertIn('Servers: inovex prometheus-libvirt-exporter; 1 of '
+                          '8 running servers with series of their own '
+                          '(CPU 1, RAM 1)', result.stderr)
+            result = self.run_shell(cloud, tmp, 'metrics', 'check',
+                                    '--min-hosts', '100', '-f', 'value')
+            self.assertEqual(3, result.returncode, result.stderr)
+            self.assertIn('Coverage below what was asked: 2 of 3 hypervisors '
+                          '(67 %, at least 100 % asked)', result.stderr)
+            self.assertNotIn('Traceback', result.stderr)
+            result = self.run_shell(cloud, tmp, 'metrics', 'check',
+                                    '--min-servers', 'nan')
+            self.assertEqual(1, result.returncode)
+            self.assertIn('a percentage from 0 to 100 is needed (got nan)',
+                          result.stderr)
+            # score says in one line what falls back, and where to look.
+            result = self.run_shell(cloud, tmp, 'score', '-f', 'json')
+            self.assertEqual(0, result.returncode, result.stderr)
+            self.assertIn(
+                "Prometheus: 1 of 3 hypervisors scored from Placement "
+                "allocations (hv3); CPU of 6 of 7 running servers from a "
+                "share of their hypervisor's; RAM of 6 of 7 running servers "
+                "from a share of their hypervisor's: 'openstack leveller "
+                "metrics check' says why", result.stderr)
+
+    def test_full_coverage_says_nothing_in_score(self):
+        servers = ('id-hot0', 'id-cool2-0')
+        doc = small_cloud()
+        doc['servers'] = [s for s in doc['servers'] if s['id'] in servers]
+        for hyp in doc['hypervisors']:
+            hyp['usages'] = {}
+        with standin.StandIn(doc, prometheus=kolla_prometheus(
+                servers=servers), prometheus_names=[
+                    'libvirt_domain_openstack_info']) as cloud, \
+                tempfile.TemporaryDirectory() as tmp:
+            result = self.run_shell(cloud, tmp, 'metrics', 'check',
+                                    '--min-hosts', '100', '--min-servers',
+                                    '100', '-f', 'json')
+            self.assertEqual(0, result.returncode, result.stderr)
+            result = self.run_shell(cloud, tmp, 'score', '-f', 'json')
+            self.assertEqual(0, result.returncode, result.stderr)
+            self.assertNotIn('Prometheus', result.stderr)
