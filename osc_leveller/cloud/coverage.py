@@ -65,12 +65,11 @@ class Coverage:
             return None  # said by the caller, with the reason
         parts = []
         total = len(self.rows)
-        unmeasured = [r.hypervisor for r in self.rows
-                      if r.load_from != 'metrics']
+        unmeasured = [r for r in self.rows if r.load_from != 'metrics']
         if unmeasured:
             parts.append('%d of %d hypervisors scored from Placement '
-                         'allocations (%s)' % (
-                             len(unmeasured), total, _names(unmeasured)))
+                         'allocations (%s)' % (len(unmeasured), total,
+                                               _reasons(unmeasured)))
         running = sum(r.servers for r in self.rows
                       if r.load_from == 'metrics')
         for metric in ('cpu', 'ram'):
@@ -115,7 +114,13 @@ def build(document, reading):
                     info=list(reading.info), unreachable=reading.unreachable)
 
 
-def _names(names):
-    names = sorted(names)
-    return ', '.join(names[:SHOWN]) + (
-        ', and %d more' % (len(names) - SHOWN) if len(names) > SHOWN else '')
+def _reasons(rows):
+    """'hv1, hv2: why; hv3: why', naming at most SHOWN hypervisors."""
+    by_reason = {}
+    for row in sorted(rows, key=lambda r: r.hypervisor)[:SHOWN]:
+        by_reason.setdefault(row.why, []).append(row.hypervisor)
+    text = '; '.join('%s: %s' % (', '.join(names), why)
+                     for why, names in by_reason.items())
+    if len(rows) > SHOWN:
+        text += '; and %d more' % (len(rows) - SHOWN)
+    return text

@@ -168,7 +168,8 @@ class Reader:
         ref = next(r for r in matcher.hypervisors if r.name == name)
         said = {'label': 'label %s' % self.host_label,
                 'instance': 'instance as a host name',
-                'host_ip': 'instance as host_ip %s' % (ref.ip or '(none)'),
+                'host_ip': 'instance as its host_ip' if ref.ip else
+                           'no host_ip in Nova',
                 'nodename': 'node_uname_info nodename'}
         return [said[m] for m in self.host_match
                 if m != 'label' or self.host_label]

@@ -1199,7 +1199,7 @@ class PromAnswer:
     """A Prometheus query function: every hypervisor gets value unless
     values names it; labels: the label set of each series."""
 
-    def __init__(self, values=None, default=0.3, label='hypervisor',
+    def __init__(self, values=None, default=0.3, label='hostname',
                  series=True, error=None):
         self.values, self.default = values or {}, default
         self.label, self.series, self.error = label, series, error
@@ -1210,8 +1210,16 @@ class PromAnswer:
         if not self.series or 'libvirt' in promql:
             return []
         metric = 'ram' if 'Mem' in promql else 'cpu'
-        return [({self.label: name}, self.values.get(
+        return [(self._labels(name), self.values.get(
             (name, metric), self.default)) for name in HYPERVISORS]
+
+    def _labels(self, name):
+        """openstack-helm's node-exporter job names the node in hostname;
+        other labels name no hypervisor."""
+        if self.label == 'hostname':
+            return {'instance': '198.51.100.%s:9100' % name[2:],
+                    'job': 'node-exporter', 'hostname': name}
+        return {self.label: name}
 
 
 def _vector(result, status='success', result_type='vector'):
@@ -1221,7 +1229,8 @@ def _vector(result, status='success', result_type='vector'):
 
 def _prom_raw():
     """(label, status, body, code, what the message names)."""
-    sample = {'metric': {'hypervisor': 'hv1'}, 'value': [1.0, '0.5']}
+    sample = {'metric': {'instance': 'hv1:9100', 'job': 'node'},
+              'value': [1.0, '0.5']}
     ok = 'application/json'
     return [
         ('"result": null', 200, ok, _vector(None), 1, 'result'),
@@ -1254,12 +1263,14 @@ def _prom_raw():
             sample, value=[1.0, {'a': 1}])]), 0, 'hv1'),
         ('a value that is a string', 200, ok, _vector([dict(
             sample, value=[1.0, 'lots'])]), 0, 'hv1'),
-        ('no value', 200, ok, _vector([{'metric': {'hypervisor': 'hv1'}}]),
-         0, 'hv1'),
+        ('no value', 200, ok, _vector([{'metric': sample['metric']}]), 0,
+         'hv1'),
         ('a label with a lone surrogate', 200, ok, _vector([dict(
-            sample, metric={'hypervisor': 'hv1\ud800'})]), 0, 'cpu'),
+            sample, metric={'instance': 'hv1\ud800:9100', 'job': 'node'})]),
+         0, 'no node_exporter target matches'),
         ('labels that are numbers', 200, ok, _vector([dict(
-            sample, metric={'hypervisor': 5})]), 0, 'cpu'),
+            sample, metric={'instance': 5, 'job': 'node'})]), 0,
+         'no node_exporter target matches'),
         ('HTTP 200, status error', 200, ok, json.dumps({
             'status': 'error', 'errorType': 'bad_data',
             'error': 'parse error'}).encode(), 1, 'parse error'),
@@ -1290,9 +1301,10 @@ def gen_prometheus_answers(rng, count):
         for metric in ('cpu', 'ram'):
             add('%s of hv2 is %s' % (metric, label), PromAnswer(
                 {('hv2', metric): value}), 0, ('hv2', 'outside 0..1'))
-    add('no series at all', PromAnswer(series=False), 0, ('no series',))
-    add('series without the hypervisor label', PromAnswer(label='node'), 0,
-        ('host_label',))
+    add('no series at all', PromAnswer(series=False), 0,
+        ('no node_exporter series',))
+    add('series that name no hypervisor', PromAnswer(label='node'), 0,
+        ('no node_exporter target matches',))
     add('the query is rejected (bad_data)', PromAnswer(
         error=('parse error at char 3', 'bad_data', 400)), 1, (
         'PROMETHEUS', 'rejected the query'))
@@ -1408,8 +1420,9 @@ def generate(seed, count=None):
 # -- the runner -------------------------------------------------------------
 
 class RawPrometheus:
-    """An HTTP server on 127.0.0.1 answering every request with one fixed
-    (status, content type, body): answers no Prometheus would give."""
+    """An HTTP server on 127.0.0.1 answering every query with one fixed
+    (status, content type, body): answers no Prometheus would give. Which
+    libvirt exporter's metric names it has: none."""
 
     def __init__(self):
         owner = self
@@ -1417,6 +1430,9 @@ class RawPrometheus:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 status, ctype, body = owner.answer
+                if '/api/v1/label/' in self.path:
+                    status, ctype, body = 200, 'application/json', \
+                        b'{"status": "success", "data": []}'
                 self.send_response(status)
                 self.send_header('Content-Type', ctype)
                 self.send_header('Content-Length', str(len(body)))

@@ -603,7 +603,7 @@ class TestMetrics(unittest.TestCase):
         self.assertIsNone(snap.hypervisor('hv01').metrics)
         self.assertEqual(0.7, snap.server('s1').usage.cpu)
         self.assertIn('Prometheus: 1 of 2 hypervisors scored from Placement '
-                      'allocations (hv01)', snap.source['note'])
+                      'allocations (hv01: no cpu series)', snap.source['note'])
         # Nova's host_ip and service host go to the matching.
         [(refs, servers)] = reader.asked
         self.assertEqual([hostmatch.HostRef('hv00', 'cmp-hv00', '192.0.2.1'),

@@ -180,7 +180,7 @@ class TestHostMatching(unittest.TestCase):
         self.assertEqual([], reading.notes)
         self.assertEqual(
             'no node_exporter target matches it (tried label hostname, '
-            'instance as a host name, instance as host_ip 10.0.0.12, '
+            'instance as a host name, instance as its host_ip, '
             'node_uname_info nodename)',
             reading.problems['hv02.example.net'])
 
@@ -409,7 +409,10 @@ class TestCoverage(unittest.TestCase):
         found = self.fill(client, doc)
         self.assertEqual(
             "Prometheus: 1 of 3 hypervisors scored from Placement allocations "
-            "(hv03.example.net); CPU of 1 of 2 running servers from a share "
+            "(hv03.example.net: no node_exporter target matches it (tried "
+            "label hostname, instance as a host name, instance as its "
+            "host_ip, node_uname_info nodename)); CPU of 1 of 2 running "
+            "servers from a share "
             "of their hypervisor's; RAM of 2 of 2 running servers from a "
             "share of their hypervisor's: 'openstack leveller metrics check' "
             "says why", found.summary())

@@ -583,7 +583,10 @@ class TestMetricsCheck(unittest.TestCase):
             self.assertEqual(0, result.returncode, result.stderr)
             self.assertIn(
                 "Prometheus: 1 of 3 hypervisors scored from Placement "
-                "allocations (hv3); CPU of 6 of 7 running servers from a "
+                "allocations (hv3: no node_exporter target matches it (tried "
+                "label hostname, instance as a host name, instance as its "
+                "host_ip, node_uname_info nodename)); CPU of 6 of 7 running "
+                "servers from a "
                 "share of their hypervisor's; RAM of 6 of 7 running servers "
                 "from a share of their hypervisor's: 'openstack leveller "
                 "metrics check' says why", result.stderr)
