@@ -56,23 +56,20 @@ class Profile:
     missing: str = ''  # why a metric has no query, for the coverage report
 
 
+def _joined(name, exporter, info, id_label):
+    """A profile whose series name the domain only, the server id being on
+    the info series."""
+    return Profile(name, exporter, info, id_label, {
+        'cpu': _with_id(_cpu(), info, id_label),
+        'ram': _with_id('%s or %s' % (_RESIDENT, _IN_GUEST), info, id_label),
+    })
+
+
 PROFILES = {p.name: p for p in (
-    Profile(
-        'inovex', 'inovex prometheus-libvirt-exporter',
-        'libvirt_domain_openstack_info', 'instance_id', {
-            'cpu': _with_id(_cpu(),
-                            'libvirt_domain_openstack_info', 'instance_id'),
-            'ram': _with_id('%s or %s' % (_RESIDENT, _IN_GUEST),
-                            'libvirt_domain_openstack_info', 'instance_id'),
-        }),
-    Profile(
-        'tinkoff', 'Tinkoff libvirt-exporter',
-        'libvirt_domain_info_meta', 'uuid', {
-            'cpu': _with_id(_cpu(),
-                            'libvirt_domain_info_meta', 'uuid'),
-            'ram': _with_id('%s or %s' % (_RESIDENT, _IN_GUEST),
-                            'libvirt_domain_info_meta', 'uuid'),
-        }),
+    _joined('inovex', 'inovex prometheus-libvirt-exporter',
+            'libvirt_domain_openstack_info', 'instance_id'),
+    _joined('tinkoff', 'Tinkoff libvirt-exporter', 'libvirt_domain_info_meta',
+            'uuid'),
     Profile(
         'kumina', 'kumina libvirt_exporter',
         'libvirt_domain_info_cpu_time_seconds_total', 'uuid', {
