@@ -18,6 +18,7 @@ from openstack.config import loader
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
+from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
 from tests.unit import builders as b
 from tests.unit import standin
@@ -98,6 +99,27 @@ class TestPrometheusStalls(unittest.TestCase):
             self.assertLess(time.monotonic() - started, 2 * TIMEOUT + SLACK)
         self.assertIn('cannot reach Prometheus at %s: ReadTimeout'
                       % cloud.prometheus_url, str(ctx.exception))
+
+    def test_a_whole_reading_gives_up_at_the_first_stall(self):
+        # Every query would stall: the reading stops at the first, so the
+        # fallback costs one query's time, not one per query.
+        with standin.StandIn(b.document(*b.three_hosts())) as cloud:
+            cloud.fault('prometheus', '/api/v1/query', 'stall')
+            reader = measure.Reader(prometheus.Client(
+                cloud.prometheus_url, retries=1, timeout=TIMEOUT,
+                connect_timeout=TIMEOUT))
+            started = time.monotonic()
+            snap = collect.Collector(cloud.connection(),
+                                     metrics=reader).collect()
+            seconds = time.monotonic() - started
+            asked = cloud.counts['prometheus', 'GET', '/api/v1/query']
+        self.assertLess(seconds, 2 * TIMEOUT + SLACK)
+        self.assertEqual(2, asked)  # one query, one retry
+        self.assertIn('cannot reach Prometheus at %s: ReadTimeout: load from '
+                      'Placement allocations' % cloud.prometheus_url,
+                      snap['source']['note'])
+        self.assertEqual([None] * 3,
+                         [h['metrics'] for h in snap['hypervisors']])
 
     def test_a_prometheus_port_that_never_connects(self):
         with standin.StalledPort() as port:
