@@ -41,6 +41,8 @@
 # rolls back the same way, with the migration 'cancelled' as libvirt's is.
 #
 # It also
+#  * answers its own [DEFAULT] my_ip as its address (a resize's migration
+#    records it as dest_host), as the libvirt driver does;
 #  * uses the persistent node identity in $state_path/compute_id (like a
 #    real single-node driver), so a compute can be restarted safely;
 #  * reports CPU feature flags as HW_CPU_X86_* traits in placement;
@@ -153,6 +155,11 @@ class DevCloudFakeDriver(fake.FakeDriver):
     def get_nodenames_by_uuid(self, refresh=False):
         return {nova.virt.node.get_local_node_uuid():
                 self.get_available_nodes()[0]}
+
+    def get_host_ip_addr(self):
+        # as the libvirt driver: the compute's own [DEFAULT] my_ip (the fake
+        # driver's answer is one fixed address for every hypervisor)
+        return CONF.my_ip
 
     def get_host_uptime(self):
         return ' 10:00:00 up 42 days,  1:23,  0 users,  load average: 0.10, 0.10, 0.10'
