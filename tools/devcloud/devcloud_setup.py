@@ -11,11 +11,16 @@ Called by the devcloud script with the devcloud venv's Python:
     devcloud_setup.py clear                      delete all servers and groups
     devcloud_setup.py load SCENARIO COMPUTES_DIR
     devcloud_setup.py status
+    devcloud_setup.py wait-scraped PROMETHEUS_URL EXPORTER_URL TARGETS_DIR
 """
 
+import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import openstack
 import yaml
@@ -274,13 +279,59 @@ def status():
     print('servers: %d' % len(list(c.compute.servers(all_projects=True))))
 
 
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b''
+    except (urllib.error.URLError, ConnectionError):
+        return None, b''
+
+
+def wait_scraped(prometheus, exporter, targets_dir, timeout=90):
+    """Until Prometheus has scraped every exporter target twice, all up.
+
+    Two samples of each series: a rate() over any window then has a value.
+    The exporter writes the targets at its first poll (its /healthz is 200
+    from then on); Prometheus reads them within its file_sd refresh.
+    """
+    started = time.time()
+    while True:
+        status, body = _get(exporter + '/healthz')
+        if status == 200:
+            break
+        if time.time() - started > timeout:
+            sys.exit('timeout waiting for the exporter at %s: %s' % (
+                exporter, body.decode(errors='replace').strip() or 'no answer'))
+        time.sleep(0.25)
+    query = urllib.parse.urlencode({'query': 'count_over_time(up[1m]) >= 2 and up == 1'})
+    found = wanted = 0
+    while time.time() - started < timeout:
+        wanted = 0
+        for name in sorted(os.listdir(targets_dir)):
+            if name.endswith('.json'):
+                with open(os.path.join(targets_dir, name)) as f:
+                    wanted += sum(len(group['targets']) for group in json.load(f))
+        status, body = _get('%s/api/v1/query?%s' % (prometheus, query))
+        if status == 200:
+            found = len(json.loads(body)['data']['result'])
+            if found >= wanted:
+                print('%d targets up and scraped twice after %.0f s' % (
+                    wanted, time.time() - started))
+                return
+        time.sleep(0.5)
+    sys.exit('timeout: %d of %d targets up and scraped twice (see %s/targets)' % (
+        found, wanted, prometheus))
+
+
 def main(argv):
     commands = {
         'catalog': (catalog, 0), 'wait-computes': (wait_computes, 1),
         'post-start': (post_start, 1), 'hypervisors': (hypervisor_specs, 1),
         'delete-service': (delete_service, -1), 'load': (load, 2),
         'clear': (lambda: clear(conn()), 0),
-        'status': (status, 0),
+        'status': (status, 0), 'wait-scraped': (wait_scraped, 3),
     }
     if len(argv) < 2 or argv[1] not in commands:
         sys.exit(__doc__)

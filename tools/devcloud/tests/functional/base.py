@@ -77,14 +77,65 @@ def prometheus_get(path, params=None, attempts=3):
 
 
 def promql(query):
-    """Instant query: {hypervisor (or uuid): value}."""
+    """Instant query: {key: value}, the key the series' uuid, else its
+    nodename, else its hypervisor label."""
     values = {}
     for item in prometheus_get('/api/v1/query', {'query': query})['result']:
         metric = item['metric']
-        key = metric.get('hypervisor') if 'uuid' not in metric \
-            else metric['uuid']
+        key = metric.get('uuid') or metric.get('nodename') or \
+            metric.get('hypervisor')
         values[key] = float(item['value'][1])
     return values
+
+
+def flavour():
+    """The exporters' flavour the devcloud runs (devcloud exporters)."""
+    return devcloud('exporters').strip()
+
+
+# Per hypervisor, in every flavour: a node_exporter series joined on its
+# target with node_uname_info, whose nodename is the compute service host.
+# The query must keep the labels instance and job.
+HOST_CPU = ('1 - avg by (instance, job) '
+            '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
+HOST_CPU_PRESSURE = 'rate(node_pressure_cpu_waiting_seconds_total[10s])'
+
+
+def by_host(query):
+    """{service host: value} of a node_exporter query (see HOST_CPU)."""
+    return promql('(%s) * on(instance, job) group_left(nodename) '
+                  'node_uname_info' % query)
+
+
+# Each libvirt exporter's CPU time of a server, in cores, keyed by uuid.
+SERVER_CPU = {
+    # inovex: domain only; Nova's uuid is instance_id on the info metric
+    'kolla': 'label_replace(rate(libvirt_domain_info_cpu_time_seconds_total'
+             '[{window}]) * on(domain, instance) group_left(instance_id) '
+             'libvirt_domain_openstack_info, "uuid", "$1", "instance_id", '
+             '"(.+)")',
+    # Tinkoff: domain only; uuid on libvirt_domain_info_meta
+    'kolla-legacy': 'rate(libvirt_domain_info_cpu_time_seconds_total'
+                    '[{window}]) * on(domain, instance) group_left(uuid) '
+                    'libvirt_domain_info_meta',
+    # vexxhost: uuid, nanoseconds
+    'helm': 'rate(libvirtd_domain_cpu_time[{window}]) / 1e9',
+    # kumina: uuid on every series
+    'debian': 'rate(libvirt_domain_info_cpu_time_seconds_total[{window}])',
+}
+
+
+def server_cpu(window='10s'):
+    """{server uuid: cores} of the servers whose CPU time is exported."""
+    return promql(SERVER_CPU[flavour()].format(window=window))
+
+
+def host_ips():
+    """{service host: Nova's host_ip} (os-hypervisors detail, 2.87)."""
+    response = connection().compute.get('/os-hypervisors/detail',
+                                        microversion='2.87')
+    return {h['service']['host']: h['host_ip']
+            for h in response.json()['hypervisors']}
 
 
 def promql_for(query, keys, timeout=60):

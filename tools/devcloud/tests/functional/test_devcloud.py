@@ -10,9 +10,8 @@ import time
 from devcloud.tests.functional import base
 from devcloud.tests.functional.base import scenario
 
-CPU = ('1 - avg by (hypervisor) '
-       '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
-CPU_PRESSURE = 'rate(node_pressure_cpu_waiting_seconds_total[10s])'
+CPU = base.HOST_CPU
+CPU_PRESSURE = base.HOST_CPU_PRESSURE
 NODE_DOMAIN = os.environ.get('DEVCLOUD_NODE_DOMAIN', 'devcloud.test')
 
 
@@ -35,9 +34,9 @@ class TestOverloadedHost(base.DevcloudTestCase):
         16-thread one), it may still compute the old sizes for a while."""
         if TestOverloadedHost.fresh:
             return
-        memory = {self.node[h['name']]: h['memory_mb'] * 1024 ** 2
+        memory = {h['name']: h['memory_mb'] * 1024 ** 2
                   for h in scenario('hot-host')['hypervisors']}
-        base.wait_for(lambda: base.promql('node_memory_MemTotal_bytes') ==
+        base.wait_for(lambda: base.by_host('node_memory_MemTotal_bytes') ==
                       memory, 90, message='the hot-host sizes in Prometheus')
         time.sleep(12)  # rate()'s 10 s window, and a scrape
         TestOverloadedHost.fresh = True
@@ -60,16 +59,13 @@ class TestOverloadedHost(base.DevcloudTestCase):
         for server in servers:
             self.assertEqual(self.node[server.compute_host],
                              server.hypervisor_hostname, server.name)
-        # The exporter's targets follow the node names, like its series.
-        targets = base.wait_for(
-            lambda: [t['labels'] for t in base.prometheus_get(
-                '/api/v1/targets')['activeTargets']
-                if t['labels'].get('hypervisor') in nodes
-                and t['health'] == 'up'], 60,
-            message='a target up for every hypervisor')
-        self.assertEqual(nodes, {t['hypervisor'] for t in targets})
-        self.assertEqual({n + ':9100' for n in nodes},
-                         {t['instance'] for t in targets})
+        # Each hypervisor has an address of its own, Nova's host_ip, and
+        # the node_exporter there names its service host.
+        ips = base.host_ips()
+        self.assertEqual(hosts, set(ips))
+        self.assertEqual(len(hosts), len(set(ips.values())))
+        base.wait_for(lambda: set(base.by_host('up')) == hosts, 60,
+                      message='a node_exporter up for every hypervisor')
 
     def test_hypervisors_and_inventories(self):
         wanted = {h['name']: h for h in scenario('hot-host')['hypervisors']}
@@ -91,27 +87,29 @@ class TestOverloadedHost(base.DevcloudTestCase):
 
     def test_prometheus_has_series_for_every_hypervisor_and_server(self):
         self.wait_for_fresh_series()
-        hypervisors = {self.node[h['name']]
-                       for h in scenario('hot-host')['hypervisors']}
-        memory = base.promql_for('node_memory_MemTotal_bytes', hypervisors)
+        hosts = {h['name'] for h in scenario('hot-host')['hypervisors']}
+        memory = base.wait_for(
+            lambda: (lambda m: m if set(m) == hosts else None)(
+                base.by_host('node_memory_MemTotal_bytes')),
+            60, message='the memory of exactly %s' % sorted(hosts))
         self.assertEqual({64 * 1024 ** 3}, set(memory.values()))
         servers = {s['ID'] for s in base.openstack('server', 'list',
                                                    '--all-projects')}
-        base.promql_for('libvirt_domain_info_cpu_time_seconds_total', servers)
+        base.wait_for(lambda: set(base.server_cpu()) == servers, 60,
+                      message='CPU time of exactly the servers')
         # hv01's servers want 24.6 of its 16 threads; the rate window needs
         # a few seconds after a scenario load to cover only the new servers.
-        hv01, hv02 = self.node['hv01'], self.node['hv02']
-        base.wait_for(lambda: base.promql(CPU).get(hv01, 0) > 0.95, 60,
+        base.wait_for(lambda: base.by_host(CPU).get('hv01', 0) > 0.95, 60,
                       message='hv01 CPU busy')
-        self.assertLess(base.promql(CPU)[hv02], 0.2)
-        self.assertGreater(base.promql(CPU_PRESSURE)[hv01], 0.1)
+        self.assertLess(base.by_host(CPU)['hv02'], 0.2)
+        self.assertGreater(base.by_host(CPU_PRESSURE)['hv01'], 0.1)
 
     def test_host_metrics_follow_a_live_migration(self):
         self.wait_for_fresh_series()
-        base.wait_for(lambda: len(base.promql(CPU)) == 4, 60,
+        base.wait_for(lambda: len(base.by_host(CPU)) == 4, 60,
                       message='CPU rates for the 4 hypervisors')
-        before_cpu = base.promql(CPU)
-        before_pressure = base.promql(CPU_PRESSURE)
+        before_cpu = base.by_host(CPU)
+        before_pressure = base.by_host(CPU_PRESSURE)
         # Nova migrates to a service host; the server lands on its node.
         base.openstack('server', 'migrate', '--live-migration', '--host',
                        'hv03', '--wait', 'busy-1', parse=False)
@@ -126,13 +124,12 @@ class TestOverloadedHost(base.DevcloudTestCase):
                          (migration.source_compute, migration.dest_compute,
                           migration.source_node, migration.dest_node))
         # busy-1 is 4 vCPUs at 90 %: 3.6 of hv03's 16 threads.
-        hv01, hv03 = self.node['hv01'], self.node['hv03']
         base.wait_for(
-            lambda: base.promql(CPU)[hv03] > before_cpu[hv03] + 0.18,
+            lambda: base.by_host(CPU)['hv03'] > before_cpu['hv03'] + 0.18,
             60, message='hv03 CPU to rise by 3.6 threads')
         base.wait_for(
-            lambda: base.promql(CPU_PRESSURE)[hv01] <
-            before_pressure[hv01] - 0.05,
+            lambda: base.by_host(CPU_PRESSURE)['hv01'] <
+            before_pressure['hv01'] - 0.05,
             60, message='hv01 CPU pressure to fall')
 
     def test_failed_migration_rolls_back_to_the_source(self):
