@@ -34,11 +34,12 @@ _RESIDENT = (
     'libvirt_domain_info_maximum_memory_bytes, 1)').format(on=_ON)
 
 
-def _cpu(select=''):
+def _cpu(select='', keep=''):
     """CPU time per second per vCPU; select: a label matcher, braced for
-    str.format."""
+    str.format. Matching on() keeps only its own labels; keep=' group_left
+    ()' keeps all of the CPU series' (kumina's uuid)."""
     return ('rate(libvirt_domain_info_cpu_time_seconds_total%s[{window}]) '
-            '/ %s libvirt_domain_info_virtual_cpus' % (select, _ON))
+            '/ %s%s libvirt_domain_info_virtual_cpus' % (select, _ON, keep))
 
 
 def _with_id(expression, info, label):
@@ -73,7 +74,7 @@ PROFILES = {p.name: p for p in (
     Profile(
         'kumina', 'kumina libvirt_exporter',
         'libvirt_domain_info_cpu_time_seconds_total', 'uuid', {
-            'cpu': _cpu('{{uuid!=""}}'),
+            'cpu': _cpu('{{uuid!=""}}', keep=' group_left ()'),
         }, missing='the exporter reports no resident or in-guest memory'),
     Profile(
         'vexxhost', 'vexxhost libvirtd_exporter',

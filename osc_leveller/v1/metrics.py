@@ -81,7 +81,7 @@ class MetricsCheck(command.Lister):
         return COLUMNS, [(
             r.hypervisor, r.matched_by, r.load_from, r.why, r.pressure,
             r.servers, r.matched, r.cpu_series, r.ram_series)
-            for r in found.rows]
+            for r in sorted(found.rows, key=lambda r: r.hypervisor)]
 
 
 def _lines(found):

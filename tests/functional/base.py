@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / 'tools'))
 from devcloud.tests.functional import base as _devcloud  # noqa: E402
 
-CPU = ('1 - avg by (hypervisor) '
+CPU = ('1 - avg by (instance) '
        '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
 
 scenario = _devcloud.scenario
@@ -33,3 +33,25 @@ promql_for = _devcloud.promql_for
 connection = _devcloud.connection
 wait_for = _devcloud.wait_for
 DevcloudTestCase = _devcloud.DevcloudTestCase
+prometheus_get = _devcloud.prometheus_get
+
+
+def by_label(query, label):
+    """{value of label: sample} of an instant query, straight from
+    Prometheus."""
+    return {item['metric'].get(label): float(item['value'][1])
+            for item in prometheus_get('/api/v1/query',
+                                       {'query': query})['result']}
+
+
+def by_hypervisor(query):
+    """{hypervisor name: sample} of a query by node_exporter target.
+
+    In the devcloud's default flavour (kolla) instance is host_ip:9100, as
+    kolla-ansible labels it; the hypervisor is the one Nova gives that
+    host_ip.
+    """
+    nodes = {h['Host IP']: h['Hypervisor Hostname']
+             for h in openstack('hypervisor', 'list', '--long')}
+    return {nodes.get(instance.rpartition(':')[0]): value
+            for instance, value in by_label(query, 'instance').items()}

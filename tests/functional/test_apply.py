@@ -298,9 +298,8 @@ class TestCronLoop(ApplyTestCase):
         return max(r['Imbalance'] for r in result)
 
     def test_batch_one_runs_lower_the_imbalance(self):
-        base.wait_for(lambda: len(base.promql(
-            'node_cpu_seconds_total{mode="idle"}')) >= 4, 60,
-            message='series for the 4 hypervisors')
+        base.wait_for(lambda: len(base.by_hypervisor(base.CPU)) >= 4, 60,
+                      message='series for the 4 hypervisors')
         start = self.imbalance()
         moved = []
         for _ in range(4):

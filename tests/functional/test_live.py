@@ -8,9 +8,15 @@ import tempfile
 
 import yaml
 
-from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import libvirt
+from osc_leveller.cloud import measure
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
+
+
+# The devcloud exporter's resident memory of a QEMU process beside the guest's
+# (tools/devcloud/exporter.py QEMU_OVERHEAD_MIB).
+QEMU_MIB = 160
 
 
 def clouds_yaml():
@@ -87,7 +93,7 @@ class TestLiveMixed(base.DevcloudTestCase):
                          usage)
 
     def test_score_from_prometheus(self):
-        base.wait_for(lambda: len(base.promql(base.CPU)) == 6, 60,
+        base.wait_for(lambda: len(base.by_hypervisor(base.CPU)) == 6, 60,
                       message='CPU rates for the 6 hypervisors')
         result = base.openstack('leveller', 'score', parse=False)
         self.assertEqual(0, result.returncode, result.stderr)
@@ -95,7 +101,7 @@ class TestLiveMixed(base.DevcloudTestCase):
         rows = {r['Hypervisor']: r for r in base.openstack(
             'leveller', 'score', '--long')}
         self.assertEqual({'metrics'}, {r['Load Source'] for r in rows.values()})
-        measured = base.promql(base.CPU)
+        measured = base.by_hypervisor(base.CPU)
         # Prometheus' 5-minute rate against the 10-second one of the test:
         # both see hv01 clearly busier than idle hv02 (hypervisor names).
         hv01, hv02 = self.node['hv01'], self.node['hv02']
@@ -145,6 +151,9 @@ class TestLiveMixed(base.DevcloudTestCase):
         self.assertEqual({'allocations'}, {r['Load Source'] for r in rows})
 
     def test_metrics_land_on_the_right_hypervisors_and_servers(self):
+        # The default flavour: kolla-ansible's labels, the inovex libvirt
+        # exporter. Direct reads with the same PromQL, keyed independently:
+        # hosts through Nova's host_ip, servers by instance_id.
         spec = base.scenario('mixed')
         window = clouds_yaml()['clouds']['devcloud']['leveller'][
             'prometheus']['window']
@@ -156,33 +165,37 @@ class TestLiveMixed(base.DevcloudTestCase):
         # sine-wave batch servers and the 30 s rate window's edges.
         tolerance = {'cpu': 0.01, 'ram': 0.001}
         entries = scenario_servers(spec)
-        expected = {uuid: self._expected_usage(entries[name])
+        ram_mib = {f['name']: f['ram'] for f in spec['flavors']}
+        expected = {uuid: self._expected_usage(entries[name], ram_mib)
                     for uuid, name in names.items()}
+        inovex = libvirt.PROFILES['inovex'].queries
 
-        def read(queries, keys):
-            return {m: base.promql_for(q.format(window=window,
-                                                label='hypervisor'), keys)
-                    for m, q in queries.items() if m in ('cpu', 'ram')}
+        def read_hosts():
+            return {m: base.by_hypervisor(measure.HOST_QUERIES[m].format(
+                window=window, label='instance, job')) for m in ('cpu', 'ram')}
+
+        def read_servers():
+            return {m: base.by_label(q.format(window=window), 'instance_id')
+                    for m, q in inovex.items()}
 
         def settled():
-            cpu = read(prometheus.SERVER_QUERIES, uuids)['cpu']
-            return all(abs(cpu[uuid] - usage['cpu']) <= tolerance['cpu']
-                       for uuid, usage in expected.items()
-                       if usage['cpu'] is not None)
+            cpu = read_servers()['cpu']
+            return set(cpu) == uuids and all(
+                abs(cpu[uuid] - usage['cpu']) <= tolerance['cpu']
+                for uuid, usage in expected.items()
+                if usage['cpu'] is not None)
 
         # Servers paused or stopped at the end of the load still show CPU
         # until the rate window has passed.
         base.wait_for(settled, 120, message='server CPU rates as in mixed')
         # Direct reads before and after the leveller's, as it sees them:
         # its value must lie within what Prometheus said around it.
-        hosts_before = read(prometheus.DEFAULT_QUERIES, hypervisors)
-        servers_before = read(prometheus.SERVER_QUERIES, uuids)
+        hosts_before, servers_before = read_hosts(), read_servers()
         with tempfile.NamedTemporaryFile(suffix='.json') as f:
             base.openstack('leveller', 'snapshot', '--output-file', f.name)
             with open(f.name) as saved:
                 document = json.load(saved)
-        hosts_after = read(prometheus.DEFAULT_QUERIES, hypervisors)
-        servers_after = read(prometheus.SERVER_QUERIES, uuids)
+        hosts_after, servers_after = read_hosts(), read_servers()
 
         metrics = {h['name']: h['metrics'] for h in document['hypervisors']}
         self.assertEqual(hypervisors, set(metrics))
@@ -208,6 +221,10 @@ class TestLiveMixed(base.DevcloudTestCase):
             usage = server.get('usage') or {}
             for m in ('cpu', 'ram'):
                 what = '%s %s' % (server['name'], m)
+                if expected[uuid][m] == 'absent':  # no series: no value
+                    self.assertNotIn(m, usage, what)
+                    self.assertNotIn(uuid, servers_after[m], what)
+                    continue
                 assert_between(self, usage.get(m, -1.0),
                                (servers_before[m][uuid],
                                 servers_after[m][uuid]), tolerance[m], what)
@@ -217,18 +234,28 @@ class TestLiveMixed(base.DevcloudTestCase):
                                            delta=tolerance[m], msg=what)
 
     @staticmethod
-    def _expected_usage(entry):
-        """{cpu, ram} the exporter shows for a scenario server (None: moves).
+    def _expected_usage(entry, ram_mib):
+        """{cpu, ram} the exporter shows for a scenario server: None when it
+        moves, 'absent' when the exporter has no series for it.
 
         Its load model: only ACTIVE servers use CPU, PAUSED ones keep their
         memory; defaults cpu 0.1, mem 0.3; "LO~HI@PERIOD" is a sine wave.
+        Resident memory is that share of the flavor's RAM plus QEMU's own
+        (clamped to 1); a server shut off has a domain but no memory
+        statistics.
         """
         load = entry.get('load') or {}
         state = entry.get('state', 'active')
         cpu = load.get('cpu', 0.1) if state in ('active', 'locked') else 0.0
-        ram = load.get('mem', 0.3) if state != 'shutoff' else 0.0
-        return {m: None if isinstance(v, str) else float(v)
-                for m, v in (('cpu', cpu), ('ram', ram))}
+        mem = load.get('mem', 0.3)
+        if state == 'shutoff':
+            ram = 'absent'
+        elif isinstance(mem, str):
+            ram = None
+        else:
+            ram = min(1.0, float(mem) + QEMU_MIB / ram_mib[entry['flavor']])
+        return {'cpu': None if isinstance(cpu, str) else float(cpu),
+                'ram': ram}
 
     def test_plan_respects_groups_and_states(self):
         moves = base.openstack('leveller', 'plan', '--max-moves', '50')
