@@ -124,7 +124,15 @@ class Reader:
         pressure_seen = False
         for metric, template in self.queries.items():
             seen = collections.defaultdict(list)
-            for labels, value in self.client.query(self._render(template)):
+            samples = self.client.query(self._render(template))
+            if not samples and metric in HOST_METRICS and reading.identity:
+                # A query that matches nothing: one reason, not N.
+                for name in names:
+                    problems.setdefault(name, (
+                        'the %s query returned no series at all (check '
+                        'leveller: prometheus: queries: %s)' % (
+                            metric, metric)))
+            for labels, value in samples:
                 name = self._host_of(matcher, labels)
                 if name is not None:
                     seen[name].append(value)

@@ -140,9 +140,11 @@ class TestLiveMixed(base.DevcloudTestCase):
             result = base.openstack('leveller', 'score', '--long', '-f',
                                     'json', parse=False, env=env)
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn('Note: the cpu query returned no series at all (check '
-                      'leveller: prometheus: queries: cpu): load from '
-                      'Placement allocations', result.stderr)
+        self.assertIn('Note: Prometheus: 6 of 6 hypervisors scored from '
+                      'Placement allocations (', result.stderr)
+        self.assertEqual(1, result.stderr.count(
+            'the cpu query returned no series at all (check leveller: '
+            'prometheus: queries: cpu)'), result.stderr)
         self.assertNotIn('no cpu series', result.stderr)
         self.assertIn('Load from Placement allocations for 6 of 6',
                       result.stderr)

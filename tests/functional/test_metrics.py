@@ -10,6 +10,7 @@ how, and score, plan and apply must run without a fallback note.
 """
 
 import json
+import tempfile
 
 from tests.functional import base
 
@@ -112,3 +113,41 @@ class TestExportersAsDeployed(base.DevcloudTestCase):
 
     def test_debian_exporters(self):
         self.run_flavour('debian')
+
+
+class TestCounterReset(base.DevcloudTestCase):
+    """A guest started again counts its CPU time from zero, as libvirt's
+    does: rate() in the profile's query takes the reset, so the server
+    keeps its own series and a value in 0..1, never a fallback."""
+
+    SCENARIO = 'hot-host'
+
+    def test_a_guest_restart(self):
+        base.devcloud('exporters', 'kolla')
+        server = base.openstack('server', 'show', 'busy-1')
+        before = base.wait_for(lambda: base.by_label(
+            'libvirt_domain_info_cpu_time_seconds_total', 'domain').get(
+                server['OS-EXT-SRV-ATTR:instance_name']), 60,
+            message='busy-1 CPU time')
+        base.openstack('server', 'stop', 'busy-1', parse=False)
+        base.wait_for(lambda: base.openstack(
+            'server', 'show', 'busy-1')['status'] == 'SHUTOFF', 60,
+            message='busy-1 SHUTOFF')
+        base.openstack('server', 'start', 'busy-1', parse=False)
+        base.wait_for(lambda: base.openstack(
+            'server', 'show', 'busy-1')['status'] == 'ACTIVE', 60,
+            message='busy-1 ACTIVE')
+        domain = server['OS-EXT-SRV-ATTR:instance_name']
+        base.wait_for(lambda: base.by_label(
+            'libvirt_domain_info_cpu_time_seconds_total', 'domain').get(
+                domain, before) < before, 30, message='the counter reset')
+        result = base.openstack('leveller', 'metrics', 'check',
+                                '--min-servers', '100', '-f', 'json',
+                                parse=False, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        with tempfile.NamedTemporaryFile(suffix='.json') as f:
+            base.openstack('leveller', 'snapshot', '--output-file', f.name)
+            document = json.load(open(f.name))
+        usage = {s['name']: s.get('usage') for s in
+                 document['servers']}['busy-1']
+        self.assertTrue(0.0 <= usage['cpu'] <= 1.0, usage)

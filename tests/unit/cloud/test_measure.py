@@ -75,6 +75,9 @@ def read(client, servers=None, **kwargs):
         REFS, servers or {})
 
 
+KOLLA_TARGETS = [uname('10.0.0.%d:9100' % (11 + i)) for i in range(3)]
+
+
 class TestHostMatching(unittest.TestCase):
     def test_kolla_default_instance_is_the_api_address(self):
         targets = [uname('10.0.0.%d:9100' % (11 + i)) for i in range(3)]
@@ -224,6 +227,16 @@ class TestHostMatching(unittest.TestCase):
                        queries={'cpu': measure.HOST_QUERIES['cpu'],
                                 'ram': measure.HOST_QUERIES['ram']})
         self.assertEqual([], reading.notes)
+
+    def test_a_host_query_that_matches_nothing_is_one_reason(self):
+        client = FakeClient(node_answers(KOLLA_TARGETS)[:1] + [
+            ('node_memory_MemAvailable_bytes', [])])
+        reading = read(client, queries={
+            'cpu': 'no_such_metric', 'ram': measure.HOST_QUERIES['ram']})
+        self.assertEqual({'the cpu query returned no series at all (check '
+                          'leveller: prometheus: queries: cpu)'},
+                         set(reading.problems.values()))
+        self.assertEqual(set(NAMES), set(reading.problems))
 
     def test_host_queries_group_by_target(self):
         client = FakeClient(node_answers([uname('10.0.0.11:9100')]))
