@@ -601,6 +601,19 @@ def pcpu(domain, vcpu, threads):
     return (zlib.crc32(domain.uuid.encode()) + vcpu) % max(1, threads)
 
 
+def add_domain_info(e, series):
+    """virDomainGetInfo's four families, named and described alike by the
+    inovex, Tinkoff and kumina exporters."""
+    e.add('libvirt_domain_info_maximum_memory_bytes', 'gauge',
+          'Maximum allowed memory of the domain, in bytes.', series['maxmem'])
+    e.add('libvirt_domain_info_memory_usage_bytes', 'gauge',
+          'Memory usage of the domain, in bytes.', series['memory'])
+    e.add('libvirt_domain_info_virtual_cpus', 'gauge', 'Number of virtual CPUs for the domain.',
+          series['vcpus'])
+    e.add('libvirt_domain_info_cpu_time_seconds_total', 'counter',
+          'Amount of CPU time used by the domain, in seconds.', series['cpu_time'])
+
+
 def render_inovex(view):
     """inovex prometheus-libvirt-exporter 2.x (kolla-ansible 2024.1 and later)."""
     doms = domains(view)
@@ -645,14 +658,7 @@ def render_inovex(view):
     e.add('libvirt_domain_openstack_info', 'gauge', 'OpenStack Metadata labels for the domain.',
           series['openstack_info'])
     e.add('libvirt_domain_info_state', 'gauge', 'Code of the domain state', series['state'])
-    e.add('libvirt_domain_info_maximum_memory_bytes', 'gauge',
-          'Maximum allowed memory of the domain, in bytes.', series['maxmem'])
-    e.add('libvirt_domain_info_memory_usage_bytes', 'gauge',
-          'Memory usage of the domain, in bytes.', series['memory'])
-    e.add('libvirt_domain_info_virtual_cpus', 'gauge', 'Number of virtual CPUs for the domain.',
-          series['vcpus'])
-    e.add('libvirt_domain_info_cpu_time_seconds_total', 'counter',
-          'Amount of CPU time used by the domain, in seconds.', series['cpu_time'])
+    add_domain_info(e, series)
     m = 'libvirt_domain_memory_stats_'
     e.add(m + 'current_balloon_bytes', 'gauge', 'Current balloon value (in bytes).',
           kib('current'))
@@ -727,14 +733,7 @@ def render_tinkoff(view):
     e = Exposition()
     e.add('libvirt_up', 'gauge', "Whether scraping libvirt's metrics was successful.", [({}, 1)])
     e.add('libvirt_domain_info_meta', 'gauge', 'Domain metadata', series['meta'])
-    e.add('libvirt_domain_info_maximum_memory_bytes', 'gauge',
-          'Maximum allowed memory of the domain, in bytes.', series['maxmem'])
-    e.add('libvirt_domain_info_memory_usage_bytes', 'gauge',
-          'Memory usage of the domain, in bytes.', series['memory'])
-    e.add('libvirt_domain_info_virtual_cpus', 'gauge', 'Number of virtual CPUs for the domain.',
-          series['vcpus'])
-    e.add('libvirt_domain_info_cpu_time_seconds_total', 'counter',
-          'Amount of CPU time used by the domain, in seconds.', series['cpu_time'])
+    add_domain_info(e, series)
     e.add('libvirt_domain_info_vstate', 'gauge',
           'Virtual domain state. 0: no state, 1: the domain is running, 2: the domain is '
           'blocked on resource, 3: the domain is paused by user, 4: the domain is being shut '
@@ -853,14 +852,7 @@ def render_kumina(view):
     e.add('libvirt_up', 'gauge', "Whether scraping libvirt's metrics was successful.", [({}, 1)])
     e.add('libvirt_domains_number', 'gauge', 'Number of domains.', [({}, len(active))])
     e.add('libvirt_domain_state_code', 'gauge', 'State of the domain.', series['state'])
-    e.add('libvirt_domain_info_maximum_memory_bytes', 'gauge',
-          'Maximum allowed memory of the domain, in bytes.', series['maxmem'])
-    e.add('libvirt_domain_info_memory_usage_bytes', 'gauge',
-          'Memory usage of the domain, in bytes.', series['memory'])
-    e.add('libvirt_domain_info_virtual_cpus', 'gauge', 'Number of virtual CPUs for the domain.',
-          series['vcpus'])
-    e.add('libvirt_domain_info_cpu_time_seconds_total', 'counter',
-          'Amount of CPU time used by the domain, in seconds.', series['cpu_time'])
+    add_domain_info(e, series)
     return e.text()
 
 
