@@ -151,7 +151,7 @@ class Matcher:
             if name is None:
                 if how:  # ambiguous: say so; nothing matched: a stranger
                     self.notes.append('the node_exporter target %s cannot be '
-                                      'told apart: %s' % (_show(key), how))
+                                      'told apart: %s' % (show(key), how))
                 continue
             claims[name].append((key, how))
         for name, found in sorted(claims.items()):
@@ -160,7 +160,7 @@ class Matcher:
                 self.notes.append('%s matches %d node_exporter targets (%s): '
                                   'its series are not used' % (
                                       name, len(keys),
-                                      ', '.join(_show(k) for k in keys)))
+                                      ', '.join(show(k) for k in keys)))
                 continue
             self.targets[keys[0]] = name
             self.series[name] = keys[0]
@@ -186,7 +186,7 @@ class Matcher:
         return found.pop() if len(found) == 1 else None
 
 
-def _show(key):
+def show(key):
     instance, job = key
     return 'instance=%s job=%s' % (instance, job) if job else \
         'instance=%s' % instance

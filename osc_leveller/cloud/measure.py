@@ -102,7 +102,6 @@ class Reader:
                 matcher.learn(samples)
                 break
         reading.notes.extend(matcher.notes)
-        reading.matched = dict(matcher.how)
         return matcher
 
     def _host_of(self, matcher, labels):
@@ -169,7 +168,7 @@ class Reader:
                     ' nor '.join(IDENTITY))
             return 'no node_exporter target matches it (tried %s)' % (
                 ', '.join(self._tried(name, matcher)))
-        return 'no %s series for %s' % (metric, hostmatch._show(
+        return 'no %s series for %s' % (metric, hostmatch.show(
             matcher.series[name]))
 
     def _tried(self, name, matcher):
