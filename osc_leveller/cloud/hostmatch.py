@@ -13,9 +13,9 @@ matched to a hypervisor by the first of these methods that names exactly one
   of the hypervisor (kolla-ansible's default: the API interface address);
 * ``nodename``: ``node_uname_info{nodename}`` of the target names it.
 
-A method that names two hypervisors is passed over and noted; a target that
-no method places, or a hypervisor that two targets claim, is a note naming
-them: never a guess.
+A method that names two hypervisors is passed over and noted; a hypervisor
+that two targets claim is a note naming them: never a guess. A target that
+names no hypervisor (a controller's, a storage node's) is left out quietly.
 """
 
 import collections
@@ -68,32 +68,34 @@ class Matcher:
 
     def __init__(self, hypervisors, methods=METHODS, label=None,
                  pattern=r'^([^:]+)'):
-        self.hypervisors = list(hypervisors)
+        self.hypervisors = {ref.name: ref for ref in hypervisors}
         self.methods = tuple(methods)
         self.label = label
         self.pattern = re.compile(pattern)
-        by_ip = collections.defaultdict(list)
-        for ref in self.hypervisors:
+        # Indexes: a reading places one series per server, thousands of
+        # them, against as many hypervisors.
+        self.by_ip = collections.defaultdict(set)
+        self.by_name = collections.defaultdict(set)   # full name or host
+        self.by_short = collections.defaultdict(set)
+        for ref in self.hypervisors.values():
             if ip_of(ref.ip or ''):
-                by_ip[ip_of(ref.ip)].append(ref.name)
-        self.by_ip = dict(by_ip)
+                self.by_ip[ip_of(ref.ip)].add(ref.name)
+            for name in {ref.name, ref.host or ref.name}:
+                self.by_name[name.lower()].add(ref.name)
+                self.by_short[short(name)].add(ref.name)
         self.targets = {}    # (instance, job) -> hypervisor name
         self.how = {}        # hypervisor name -> how its target matched
         self.series = {}     # hypervisor name -> (instance, job)
         self.notes = []
+        self._located = {}   # what locate() found, by the labels it reads
 
     # ------------------------------------------------------------ names
     def named(self, value):
         """Hypervisors a name stands for: full name or host, else short."""
         if not value:
             return []
-        value = value.lower()
-        exact = [r.name for r in self.hypervisors
-                 if value in (r.name.lower(), (r.host or '').lower())]
-        if exact:
-            return exact
-        return [r.name for r in self.hypervisors
-                if short(value) in (short(r.name), short(r.host or r.name))]
+        return list(self.by_name.get(value.lower()) or
+                    self.by_short.get(short(value), ()))
 
     def _label_value(self, labels):
         value = labels.get(self.label) if self.label else None
@@ -116,8 +118,7 @@ class Matcher:
             return self.named(value), 'instance %s' % value
         if method == 'host_ip':
             value = ip_of(address(labels.get('instance')))
-            return (self.by_ip.get(value, []) if value else [],
-                    'host_ip %s' % value)
+            return list(self.by_ip.get(value, ())), 'host_ip %s' % value
         if method == 'nodename':
             value = labels.get('nodename')
             return self.named(value), 'nodename %s' % value
@@ -175,15 +176,19 @@ class Matcher:
         key = target_key(labels)
         if key in self.targets:
             return self.targets[key]
+        seen = key + (labels.get(self.label), labels.get('nodename'))
+        if seen not in self._located:
+            self._located[seen] = self._place_anywhere(labels)
+        return self._located[seen]
+
+    def _place_anywhere(self, labels):
         name, _ = self.place(labels)
         if name is not None:
             return name
         host = address(labels.get('instance'))
-        if not host:
-            return None
         found = {n for (instance, _), n in self.targets.items()
-                 if address(instance) == host}
-        return found.pop() if len(found) == 1 else None
+                 if address(instance) == host} if host else ()
+        return next(iter(found)) if len(found) == 1 else None
 
 
 def show(key):

@@ -172,7 +172,7 @@ class Reader:
             matcher.series[name]))
 
     def _tried(self, name, matcher):
-        ref = next(r for r in matcher.hypervisors if r.name == name)
+        ref = matcher.hypervisors[name]
         said = {'label': 'label %s' % self.host_label,
                 'instance': 'instance as a host name',
                 'host_ip': 'instance as its host_ip' if ref.ip else
