@@ -463,8 +463,9 @@ def add_metrics(document, reader, host_ips=None):
         notes.append('%s: load from Placement allocations' %
                      reading.unreachable)
     notes.extend(reading.notes)
-    if found.summary():
-        notes.append(found.summary())
+    summary = found.summary()
+    if summary:
+        notes.append(summary)
     if notes:
         document['source']['note'] = '; '.join(notes)
     return found

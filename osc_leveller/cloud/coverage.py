@@ -25,6 +25,9 @@ class Row:
     cpu_series: int     # of them, with their own CPU series
     ram_series: int     # of them, with their own RAM series
 
+    def series(self, metric):
+        return self.cpu_series if metric == 'cpu' else self.ram_series
+
 
 @dataclasses.dataclass
 class Coverage:
@@ -49,8 +52,7 @@ class Coverage:
 
     def measured(self, metric):
         """Running servers with their own series of a metric."""
-        return sum(r.cpu_series if metric == 'cpu' else r.ram_series
-                   for r in self.rows)
+        return sum(r.series(metric) for r in self.rows)
 
     def ram_missing(self):
         """Why no profile measures server RAM, or None."""
@@ -70,11 +72,10 @@ class Coverage:
             parts.append('%d of %d hypervisors scored from Placement '
                          'allocations (%s)' % (len(unmeasured), total,
                                                _reasons(unmeasured)))
-        running = sum(r.servers for r in self.rows
-                      if r.load_from == 'metrics')
+        measured = [r for r in self.rows if r.load_from == 'metrics']
+        running = sum(r.servers for r in measured)
         for metric in ('cpu', 'ram'):
-            own = sum(r.cpu_series if metric == 'cpu' else r.ram_series
-                      for r in self.rows if r.load_from == 'metrics')
+            own = sum(r.series(metric) for r in measured)
             if own < running:
                 parts.append('%s of %d of %d running servers from a share '
                              'of their hypervisor\'s' % (

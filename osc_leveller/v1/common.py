@@ -192,12 +192,17 @@ def load_snapshot(parsed_args, app, effective):
     return snap
 
 
+def collector(app, effective):
+    """A Collector of the live cloud, with Prometheus if one is set."""
+    return collect.Collector(
+        open_connection(app, effective),
+        metrics=measure.reader_from_settings(effective.section('prometheus')),
+        retries=effective['cloud.retries'])
+
+
 def read_cloud(app, effective):
     """The live cloud as a snapshot document."""
-    conn = open_connection(app, effective)
-    metrics = measure.reader_from_settings(effective.section('prometheus'))
-    return collect.Collector(conn, metrics=metrics,
-                             retries=effective['cloud.retries']).collect()
+    return collector(app, effective).collect()
 
 
 def weights(effective):

@@ -3,8 +3,6 @@
 from osc_lib.command import command
 from osc_lib import exceptions
 
-from osc_leveller.cloud import collect
-from osc_leveller.cloud import measure
 from osc_leveller.v1 import common
 
 COLUMNS = ('Hypervisor', 'Matched By', 'Load From', 'Why', 'Pressure',
@@ -55,15 +53,11 @@ class MetricsCheck(command.Lister):
         minimum = {'hypervisors': _percent(parsed_args.min_hosts),
                    'running servers': _percent(parsed_args.min_servers)}
         effective = common.settings(parsed_args, self.app)
-        reader = measure.reader_from_settings(
-            effective.section('prometheus'))
-        if reader is None:
+        if not effective['prometheus.url']:
             raise exceptions.CommandError(
                 'no Prometheus to check: set leveller: prometheus: url in '
                 'clouds.yaml, or give --prometheus-url')
-        collector = collect.Collector(
-            common.open_connection(self.app, effective), metrics=reader,
-            retries=effective['cloud.retries'])
+        collector = common.collector(self.app, effective)
         collector.collect()
         found = collector.coverage
         say = common.StderrWriter(self.app)
