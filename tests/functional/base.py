@@ -22,8 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / 'tools'))
 from devcloud.tests.functional import base as _devcloud  # noqa: E402
 
-CPU = ('1 - avg by (instance) '
-       '(rate(node_cpu_seconds_total{mode="idle"}[10s]))')
+CPU = _devcloud.HOST_CPU
 
 scenario = _devcloud.scenario
 devcloud = _devcloud.devcloud
@@ -45,13 +44,8 @@ def by_label(query, label):
 
 
 def by_hypervisor(query):
-    """{hypervisor name: sample} of a query by node_exporter target.
-
-    In the devcloud's default flavour (kolla) instance is host_ip:9100, as
-    kolla-ansible labels it; the hypervisor is the one Nova gives that
-    host_ip.
-    """
-    nodes = {h['Host IP']: h['Hypervisor Hostname']
-             for h in openstack('hypervisor', 'list', '--long')}
-    return {nodes.get(instance.rpartition(':')[0]): value
-            for instance, value in by_label(query, 'instance').items()}
+    """{hypervisor name: sample} of a query by node_exporter target (one
+    that keeps instance and job), joined as the devcloud's own checks do."""
+    node = _devcloud.hypervisor_names()
+    return {node.get(host): value
+            for host, value in _devcloud.by_host(query).items()}

@@ -155,7 +155,7 @@ class TestLiveMixed(base.DevcloudTestCase):
     def test_metrics_land_on_the_right_hypervisors_and_servers(self):
         # The default flavour: kolla-ansible's labels, the inovex libvirt
         # exporter. Direct reads with the same PromQL, keyed independently:
-        # hosts through Nova's host_ip, servers by instance_id.
+        # hosts by node_uname_info's nodename, servers by instance_id.
         spec = base.scenario('mixed')
         window = clouds_yaml()['clouds']['devcloud']['leveller'][
             'prometheus']['window']
