@@ -18,6 +18,7 @@ parking one on a third hypervisor when neither host has room first.
 """
 
 import dataclasses
+import heapq
 import time
 
 from osc_leveller.core import filters
@@ -109,6 +110,7 @@ class Planner:
             for h in self.scope}
         self.movable = {h: [] for h in self.scope}
         self.exchanges = 0
+        self._costs = {}  # server id -> GiB moved + move cost
         self.refusals = {}
         for server in snapshot.servers:
             reason = filters.why_not_movable(server, self.rules)
@@ -233,35 +235,56 @@ class Planner:
             if tried == (len(sources), len(dests)):
                 break
             tried = (len(sources), len(dests))
-            found = self._search(domain, scores, sources, dests)
+            found = self._search(domain, sources, dests)
             if found is not None:
                 return found
         return self._best_exchange(domain, scores)
 
-    def _search(self, domain, scores, sources, dests):
-        # The inner loop runs for every (server, destination) pair of the
-        # hottest hosts after every move: it inlines LoadModel.amounts and
-        # _Domain.gain (same arithmetic, so the same figures).
+    def _search(self, domain, sources, dests):
+        """The best valid move from sources to dests, or None.
+
+        The candidates are taken best first, in the order a full sort
+        would give, but a server's moves to a class of destinations (same
+        host model, so the same load arrives) are only computed once an
+        upper bound on their value could come first: the gain with the
+        class's lowest parts. The bound runs the same floating-point
+        operations on smaller operands, and rounding is monotone, so it is
+        never below a computed gain. Most servers of a hot host never
+        get past their bound.
+        """
         options = self.options
         min_gain = max(options.min_gain, 1e-12)
         hosts = self.model.hosts
         metrics = scoring.METRICS
         n = len(domain.hosts)
         total_c, total_r = domain.total
+        total = total_c + total_r
         spread = domain.spread()
         sse = spread * spread * n
+        # Covers ** 0.5 (libm pow) being monotone only to an ulp or so.
+        slack = 1e-12 * spread
         parts = self.state.parts
-        targets = []
+        classes = {}
         for dst in dests:
             p_c, p_r = parts(dst)
             host = hosts[dst]
-            targets.append((dst, p_c, p_r, host.cpu_coef, host.ram_coef,
-                            host.mode == metrics))
+            classes.setdefault(
+                (host.cpu_coef, host.ram_coef, host.mode == metrics),
+                []).append((dst, p_c, p_r, p_c + p_r))
+        classes = [(cpu_coef, ram_coef, measured,
+                    min(t[1] for t in targets), max(t[1] for t in targets),
+                    min(t[2] for t in targets), max(t[2] for t in targets),
+                    targets)
+                   for (cpu_coef, ram_coef, measured), targets
+                   in classes.items()]
         moved = self.state.moved
         loads = self.model.servers
-        candidates = []
+        costs = self._costs
+        units = []
+        heap = []
         for src in sources:
             s_c, s_r = parts(src)
+            s_sum = s_c + s_r
             host = hosts[src]
             for sid in self.movable[src]:
                 if sid in moved:
@@ -273,11 +296,15 @@ class Planner:
                 else:
                     a_c = host.cpu_coef * load.vcpus
                     a_r = host.ram_coef * load.alloc_ram_mb
-                cost = self.snapshot.server(sid).ram_gb + options.move_cost_gb
+                cost = costs.get(sid)
+                if cost is None:
+                    cost = costs[sid] = self.snapshot.server(sid).ram_gb + \
+                        options.move_cost_gb
                 fixed = -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r
-                for dst, p_c, p_r, cpu_coef, ram_coef, measured in targets:
-                    if dst == src:
-                        continue
+                a = a_c + a_r
+                score_fixed = -2 * a * s_sum + a * a
+                for (cpu_coef, ram_coef, measured, lo_c, hi_c, lo_r, hi_r,
+                     targets) in classes:
                     if measured:
                         b_c = cpu_coef * load.cores
                         b_r = ram_coef * load.ram_mb
@@ -285,22 +312,47 @@ class Planner:
                         b_c = cpu_coef * load.vcpus
                         b_r = ram_coef * load.alloc_ram_mb
                     d_c, d_r = b_c - a_c, b_r - a_r
+                    shift = (2 * total_c * d_c + d_c * d_c
+                             + 2 * total_r * d_r + d_r * d_r) / n
+                    q_c = lo_c if b_c >= 0 else hi_c
+                    q_r = lo_r if b_r >= 0 else hi_r
+                    bound = -(fixed + 2 * b_c * q_c + b_c * b_c
+                              + 2 * b_r * q_r + b_r * b_r - shift)
+                    if bound <= min_gain:
+                        continue
+                    b = b_c + b_r
+                    d_total = b - a
+                    drop = spread - (max(0.0, sse - bound) / n) ** 0.5
+                    heap.append((-(drop + slack) / cost, 0, len(units)))
+                    units.append((
+                        sid, src, cost, fixed, b_c, b_r, shift, b,
+                        score_fixed,
+                        (2 * total * d_total + d_total ** 2) / n, targets))
+        heapq.heapify(heap)
+        rejected = {}
+        while heap:
+            entry = heapq.heappop(heap)
+            if entry[1] == 0:
+                (sid, src, cost, fixed, b_c, b_r, shift, b, score_fixed,
+                 score_shift, targets) = units[entry[2]]
+                for dst, p_c, p_r, p_sum in targets:
+                    if dst == src:
+                        continue
+                    # As _Domain.gain and _score_gain compute them, in the
+                    # same order, so the same figures.
                     gain = -(fixed + 2 * b_c * p_c + b_c * b_c
-                             + 2 * b_r * p_r + b_r * b_r
-                             - (2 * total_c * d_c + d_c * d_c
-                                + 2 * total_r * d_r + d_r * d_r) / n)
-                    if gain > min_gain and self._score_gain(
-                            domain, s_c + s_r, a_c + a_r, p_c + p_r,
-                            b_c + b_r) >= 0:
+                             + 2 * b_r * p_r + b_r * b_r - shift)
+                    if gain > min_gain and -(
+                            score_fixed + 2 * b * p_sum + b * b
+                            - score_shift) >= 0:
                         # What the imbalance (a per-domain figure, averaged
                         # over domains) drops by, per GiB: comparable
                         # across domains of different sizes.
                         drop = spread - (max(0.0, sse - gain) / n) ** 0.5
-                        candidates.append((-drop / cost, sid, dst, src,
-                                           gain))
-        candidates.sort()
-        rejected = {}
-        for neg_value, sid, dst, src, gain in candidates:
+                        heapq.heappush(heap, (-drop / cost, 1, sid, dst, src,
+                                              gain))
+                continue
+            neg_value, _, sid, dst, src, gain = entry
             server = self.snapshot.server(sid)
             reason = filters.why_not_destination(
                 server, self.snapshot.hypervisor(dst), self.state, self.rules)
