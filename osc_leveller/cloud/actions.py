@@ -14,6 +14,7 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import collect
+from osc_leveller.cloud import refresh
 from osc_leveller.core import executor
 from osc_leveller.core import snapshot as snapshot_io
 
@@ -30,21 +31,38 @@ SHAPE = (requests.exceptions.JSONDecodeError, KeyError, TypeError,
 
 class Actions:
     def __init__(self, conn, metrics=None, history_hours=24.0,
-                 retries=collect.RETRIES):
+                 retries=collect.RETRIES, progress=None):
         self.conn = conn  # opened with the run's global request id
-        self.metrics = metrics
-        self.history_hours = history_hours
+        self.collector = collect.Collector(
+            conn, history_hours=history_hours, metrics=metrics,
+            retries=retries, progress=progress)
         self.retries = retries
+        self.document = None  # the last one read
 
-    def snapshot(self):
-        """The cloud now, as the core model."""
+    @property
+    def metrics(self):
+        return self.collector.metrics
+
+    def snapshot(self, moves=None):
+        """The cloud now, as the core model.
+
+        moves: read again only what these moves touch (their servers,
+        sources and destinations, see cloud/refresh.py) into the last
+        document read; the whole cloud when None or nothing was read yet.
+        """
         try:
-            return snapshot_io.parse(collect.Collector(
-                self.conn, history_hours=self.history_hours,
-                metrics=self.metrics, retries=self.retries).collect(),
-                origin='the cloud')
+            if moves is None or self.document is None:
+                document = self.collector.collect()
+            else:
+                document = refresh.refresh(
+                    self.collector, self.document,
+                    [m.server_id for m in moves],
+                    {h for m in moves for h in (m.source, m.destination)})
+            snap = snapshot_io.parse(document, origin='the cloud')
         except (collect.CollectError, snapshot_io.SnapshotError) as exc:
             raise executor.ActionError(str(exc)) from exc
+        self.document = document
+        return snap
 
     def live_migrate(self, server_id, host):
         self._action(server_id, {'os-migrateLive': {

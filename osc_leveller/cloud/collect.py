@@ -4,13 +4,16 @@ The result is the documented snapshot format (osc-leveller-snapshot/1), so a
 live run and ``--snapshot FILE`` go through the same validation and the same
 core model. Compute calls are a fixed handful plus one per page, whatever the
 number of hypervisors; Placement has no bulk read, so it costs one call for
-the providers plus two per provider, made in parallel.
+the providers plus two per provider, made in parallel. Lists are read as
+JSON, not as openstacksdk resources: building a resource costs milliseconds,
+minutes for the servers of a large cloud.
 """
 
 import concurrent.futures
 import contextlib
 import datetime
 import json
+import urllib.parse
 
 import requests
 from keystoneauth1 import exceptions as ksa_exc
@@ -27,6 +30,11 @@ from osc_leveller.core import errors
 COMPUTE_MIN = '2.64'
 # The last version whose hypervisor details carry cpu_info.
 HYPERVISOR_VERSION = '2.87'
+# The newest server fields read (2.96: pinned_availability_zone); older
+# Novas answer at their own newest version.
+SERVERS_VERSION = '2.96'
+MIGRATIONS_VERSION = '2.80'  # uuid, paging by next link
+SERVICE_VERSION = '2.53'  # service ids are uuids
 PLACEMENT_MIN = '1.14'  # root and parent provider uuids
 ALLOCATIONS_VERSION = '1.28'
 GROUP_PAGE = 1000
@@ -82,13 +90,64 @@ def _get(proxy, url, key, kind, retries=RETRIES, **kwargs):
     """body[key] of a GET, checked to be a kind (list or dict)."""
     # A GET is safe to send again when a pooled keep-alive connection was
     # closed under it ("Remote end closed connection without response").
+    return _body(proxy, url, key, kind, retries, **kwargs)[key]
+
+
+def _body(proxy, url, key, kind, retries=RETRIES, **kwargs):
+    """The body of a GET, checked to hold a kind (list or dict) at key."""
     response = proxy.get(url, connect_retries=retries, **kwargs)
     sdk_exc.raise_from_response(response)
     body = response.json()
     if not isinstance(body, dict) or not isinstance(body.get(key), kind):
         raise TypeError('expected an object with a %s "%s", got %s' % (
             kind.__name__, key, _short(json.dumps(body)[:80])))
-    return body[key]
+    return body
+
+
+def _pages(proxy, url, key, retries=RETRIES, params=None, on_page=None,
+           **kwargs):
+    """Every item of a list Nova pages with next links ('<key>_links').
+
+    The next link's marker is sent to our own endpoint, not to the host the
+    link names (a proxy may name one we cannot reach). A marker or a page
+    seen before would page forever: that is an error.
+    """
+    items, markers, ids = [], set(), set()
+    params = dict(params or {})
+    while True:
+        body = _body(proxy, url, key, list, retries, params=params, **kwargs)
+        page = body[key]
+        for item in page:
+            _mapping('an item of "%s"' % key, item)
+        new = {item.get('id') for item in page}
+        if page and new <= ids:
+            raise ValueError('paging loops: the page after marker %s repeats '
+                             '%s already read' % (params.get('marker'), key))
+        ids.update(new)
+        items.extend(page)
+        if on_page is not None:
+            on_page(len(page))
+        marker = _next_marker(body, key)
+        if marker is None:
+            return items
+        if marker in markers:
+            raise ValueError('paging loops: the next link of "%s" repeats '
+                             'marker %s' % (key, _short(marker)))
+        markers.add(marker)
+        params['marker'] = marker
+
+
+def _next_marker(body, key):
+    """The marker of the body's next link, or None on the last page."""
+    for link in body.get(key + '_links') or []:
+        if isinstance(link, dict) and link.get('rel') == 'next':
+            query = urllib.parse.urlsplit(str(link.get('href'))).query
+            marker = urllib.parse.parse_qs(query).get('marker')
+            if not marker:
+                raise ValueError('the next link of "%s" has no marker: %s' % (
+                    key, _short(link.get('href'))))
+            return marker[0]
+    return None
 
 
 def check_access(conn):
@@ -107,7 +166,7 @@ def check_access(conn):
                            % PLACEMENT_MIN)
     try:
         with reading('Nova GET /os-services'):
-            return list(conn.compute.services(binary='nova-compute'))
+            return services(conn.compute)
     except CollectError as exc:
         if isinstance(exc.__cause__, sdk_exc.ForbiddenException):
             raise CollectError(
@@ -116,63 +175,123 @@ def check_access(conn):
         raise
 
 
+def services(compute, retries=RETRIES, **query):
+    """The nova-compute services (of a host, with host=...)."""
+    found = _get(compute, '/os-services', 'services', list, retries,
+                 params=dict(query, binary='nova-compute'),
+                 microversion=SERVICE_VERSION)
+    for service in found:
+        _mapping('a compute service', service)
+    return found
+
+
+def servers_version(compute):
+    """The newest server microversion both we and Nova know."""
+    return sdk_utils.maximum_supported_microversion(
+        compute, SERVERS_VERSION) or COMPUTE_MIN
+
+
+def servers(compute, version, retries=RETRIES, on_page=None, **query):
+    """Servers of every project, with details (of a node, with node=...)."""
+    return _pages(compute, '/servers/detail', 'servers', retries,
+                  params=dict(query, all_tenants=1), microversion=version,
+                  on_page=on_page)
+
+
+def hypervisors(compute, retries=RETRIES, **query):
+    """Hypervisor details at 2.87, the last version with cpu_info; no
+    Ironic nodes."""
+    found = _pages(compute, '/os-hypervisors/detail', 'hypervisors',
+                   retries, params=query, microversion=HYPERVISOR_VERSION)
+    return [h for h in found if h.get('hypervisor_type') != 'ironic']
+
+
+def migrations(compute, since, retries=RETRIES, **query):
+    """Migrations updated since then (changes-since)."""
+    return _pages(compute, '/os-migrations', 'migrations', retries,
+                  params=dict(query, **{'changes-since': _iso(since)}),
+                  microversion=MIGRATIONS_VERSION)
+
+
+def aggregates(compute, retries=RETRIES):
+    found = _get(compute, '/os-aggregates', 'aggregates', list, retries,
+                 microversion=COMPUTE_MIN)
+    for aggregate in found:
+        _mapping('an aggregate', aggregate)
+    return found
+
+
+class Quiet:
+    """Progress that says nothing (see v1/progress.py for what speaks)."""
+
+    def begin(self, what, total=None):
+        pass
+
+    def advance(self, count=1):
+        pass
+
+    def end(self, summary):
+        pass
+
+
 class Collector:
     def __init__(self, conn, history_hours=24.0, workers=WORKERS,
-                 metrics=None, retries=RETRIES):
+                 metrics=None, retries=RETRIES, progress=None):
         self.conn = conn
         self.history_hours = history_hours
         self.workers = workers
         self.metrics = metrics  # a measure.Reader, or None
         self.coverage = None    # what the metrics cover, after collect()
         self.retries = retries
+        self.progress = progress or Quiet()
+        # Learnt by collect(), for refresh.refresh: child resource
+        # providers (id -> name) and Nova's host_ip of each hypervisor.
+        self.children = {}
+        self.host_ips = {}
 
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
         now = now or datetime.datetime.now(datetime.timezone.utc)
-        services = check_access(self.conn)
-        hypervisors = self._hypervisors()
-        with reading('Nova GET /os-aggregates'):
-            aggregates = list(self.conn.compute.aggregates())
+        say = self.progress
+        say.begin('Nova compute services and hypervisors')
+        compute_services = check_access(self.conn)
+        with reading('Nova GET /os-hypervisors/detail'):
+            hyps = hypervisors(self.conn.compute, self.retries)
+        say.end('%d hypervisors' % len(hyps))
+        say.begin('Nova servers')
         with reading('Nova GET /servers/detail'):
-            servers = list(self.conn.compute.servers(details=True,
-                                                     all_projects=True))
+            found = servers(self.conn.compute,
+                            servers_version(self.conn.compute), self.retries,
+                            on_page=say.advance)
+        say.end('%d servers' % len(found))
+        say.begin('Nova aggregates, server groups and migrations')
+        with reading('Nova GET /os-aggregates'):
+            aggs = aggregates(self.conn.compute, self.retries)
         groups = self._server_groups()
         since = now - datetime.timedelta(hours=self.history_hours)
         with reading('Nova GET /os-migrations'):
-            migrations = list(self.conn.compute.migrations(
-                changes_since=_iso(since)))
-        providers, allocations = self._placement()
+            migs = migrations(self.conn.compute, since, self.retries)
+        say.end('%d server groups, %d migrations' % (len(groups), len(migs)))
+        providers, allocations, unanswered = self._placement()
         document = build_document(
             now=now, cloud=getattr(self.conn.config, 'name', None),
             region=getattr(self.conn.config, 'region_name', None),
-            services=services, hypervisors=hypervisors,
-            aggregates=aggregates, servers=servers, groups=groups,
-            migrations=migrations, providers=providers,
-            allocations=allocations)
+            services=compute_services, hypervisors=hyps, aggregates=aggs,
+            servers=found, groups=groups, migrations=migs,
+            providers=providers, allocations=allocations,
+            unanswered=unanswered)
+        self.children = {rp['uuid']: rp['name'] for rp, _ in providers
+                         if rp.get('parent_provider_uuid')}
+        self.host_ips = {h['hypervisor_hostname']: h.get('host_ip')
+                         for h in hyps}
         if self.metrics is not None:
-            self.coverage = add_metrics(document, self.metrics, {
-                h['hypervisor_hostname']: h.get('host_ip')
-                for h in hypervisors})
+            say.begin('Prometheus')
+            self.coverage = add_metrics(document, self.metrics,
+                                        self.host_ips)
+            say.end('load of %d hypervisors, %d servers' % (
+                sum(1 for h in document['hypervisors'] if h['metrics']),
+                sum(1 for s in document['servers'] if 'usage' in s)))
         return document
-
-    def _hypervisors(self):
-        """Hypervisor details at 2.87, the last version with cpu_info."""
-        result, url = [], '/os-hypervisors/detail'
-        with reading('Nova GET /os-hypervisors/detail'):
-            while url:
-                response = self.conn.compute.get(
-                    url, connect_retries=self.retries,
-                    microversion=HYPERVISOR_VERSION)
-                sdk_exc.raise_from_response(response)
-                body = response.json()
-                page = body['hypervisors']
-                if not isinstance(page, list):
-                    raise TypeError('"hypervisors" is not a list')
-                result.extend(page)
-                url = next((link['href'] for link in
-                            body.get('hypervisors_links') or []
-                            if link.get('rel') == 'next'), None)
-            return [h for h in result if h.get('hypervisor_type') != 'ironic']
 
     def _server_groups(self):
         """All groups: the API pages by offset and gives no next link, and
@@ -200,25 +319,63 @@ class Collector:
 
     def _placement(self):
         with reading('Placement GET /resource_providers'):
-            providers = list(self.conn.placement.resource_providers())
+            providers = _get(self.conn.placement, '/resource_providers',
+                             'resource_providers', list, self.retries,
+                             microversion=PLACEMENT_MIN)
+            for rp in providers:
+                _mapping('a resource provider', rp)
+                rp['uuid'] = str(rp['uuid'])
 
         def read(rp):
-            url = '/resource_providers/%s/inventories' % rp.id
-            with reading('Placement GET %s' % url):
-                inventories = _get(self.conn.placement, url, 'inventories',
-                                   dict, self.retries)
-            url = '/resource_providers/%s/allocations' % rp.id
-            with reading('Placement GET %s' % url):
-                allocations = _get(self.conn.placement, url, 'allocations',
-                                   dict, self.retries,
-                                   microversion=ALLOCATIONS_VERSION)
-            return rp.id, inventories, allocations
+            """(inventories, allocations), or the reason it went unanswered:
+            a provider Placement does not answer for is left out, not the
+            whole read (an answer of the wrong shape still ends it)."""
+            try:
+                url = '/resource_providers/%s/inventories' % rp['uuid']
+                with reading('Placement GET %s' % url):
+                    inventories = _get(self.conn.placement, url,
+                                       'inventories', dict, self.retries)
+                url = '/resource_providers/%s/allocations' % rp['uuid']
+                with reading('Placement GET %s' % url):
+                    allocations = _get(self.conn.placement, url,
+                                       'allocations', dict, self.retries,
+                                       microversion=ALLOCATIONS_VERSION)
+            except CollectError as exc:
+                reason = no_answer(exc.__cause__)
+                if not reason:
+                    raise
+                return None, None, reason
+            return inventories, allocations, None
 
+        self.progress.begin('Placement inventories and allocations',
+                            total=len(providers))
+
+        def counted(rp):
+            result = read(rp)
+            self.progress.advance()
+            return result
         with concurrent.futures.ThreadPoolExecutor(self.workers) as pool:
-            results = list(pool.map(read, providers))
-        inventories = {rp_id: inv for rp_id, inv, _ in results}
-        allocations = {rp_id: alloc for rp_id, _, alloc in results}
-        return ([(rp, inventories[rp.id]) for rp in providers], allocations)
+            results = dict(zip((rp['uuid'] for rp in providers),
+                               pool.map(counted, providers)))
+        self.progress.end('%d resource providers' % len(providers))
+        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
+                      if why}
+        return ([(rp, results[rp['uuid']][0]) for rp in providers],
+                {uuid: result[1] for uuid, result in results.items()
+                 if uuid not in unanswered}, unanswered)
+
+
+def no_answer(exc):
+    """How a service under load failed to answer (timed out, no
+    connection, a server-side error), or None for any other failure."""
+    if isinstance(exc, ksa_exc.ConnectTimeout):
+        return 'timed out'
+    if isinstance(exc, ksa_exc.ConnectionError):
+        return 'no connection'
+    status = getattr(exc, 'status_code', None)
+    if isinstance(status, int) and (status == 408 or status >= 500):
+        return 'HTTP %d' % status
+    return None
 
 
 def _mapping(name, value):
@@ -242,8 +399,8 @@ def _cpu_info(hypervisor):
 
 
 def _flavor(flavor):
-    get = flavor.get if isinstance(flavor, dict) else \
-        (lambda key, default=None: getattr(flavor, key, default))
+    """The embedded flavor of a server (2.47+: original_name, extra_specs)."""
+    get = flavor.get
     return {
         'name': get('original_name') or get('name'),
         'vcpus': int(get('vcpus') or 0),
@@ -257,32 +414,42 @@ def _flavor(flavor):
 
 
 def build_document(now, cloud, region, services, hypervisors, aggregates,
-                   servers, groups, migrations, providers, allocations):
+                   servers, groups, migrations, providers, allocations,
+                   unanswered=None):
     """Join what Nova and Placement said into a snapshot document.
 
     Join keys: hypervisor_hostname == provider name == server's
     hypervisor_hostname; service host == aggregate host == server's
-    compute_host. A part of an answer that does not have the shape of
-    Nova's or Placement's is a CollectError naming that part.
+    compute host. A part of an answer that does not have the shape of
+    Nova's or Placement's is a CollectError naming that part. unanswered:
+    {provider uuid: why} of providers Placement did not answer for; their
+    hypervisors are left out, and the note says so.
     """
+    unanswered = unanswered or {}
     with reading('Nova GET /os-services'):
-        by_host = {s.host: s for s in services}
+        by_host = {s['host']: s for s in services}
     host_aggregates = {}
     with reading('Nova GET /os-aggregates'):
         for agg in aggregates:
-            for host in agg.hosts or []:
+            for host in agg.get('hosts') or []:
                 host_aggregates.setdefault(host, []).append({
-                    'name': agg.name,
+                    'name': agg['name'],
                     'metadata': {k: str(v) for k, v in
-                                 (agg.metadata or {}).items()}})
+                                 (agg.get('metadata') or {}).items()}})
     with reading('Placement GET /resource_providers'):
-        roots = {rp.name: (rp, inv) for rp, inv in providers
-                 if not rp.parent_provider_id}
-        children = {rp.id: rp for rp, _ in providers
-                    if rp.parent_provider_id}
+        roots = {rp['name']: (rp, inv) for rp, inv in providers
+                 if not rp.get('parent_provider_uuid')}
+        children = {rp['uuid']: rp for rp, _ in providers
+                    if rp.get('parent_provider_uuid')}
+        silent = dict(unanswered)  # a root whose child went unanswered too
+        for uuid, rp in children.items():
+            if uuid in unanswered:
+                silent.setdefault(rp.get('root_provider_uuid') or
+                                  rp['parent_provider_uuid'],
+                                  '%s: %s' % (rp['name'], unanswered[uuid]))
 
     docs = []
-    left_out = []
+    left_out, not_answered = [], []
     # consumer -> {hypervisor: resources on its root provider}. During a
     # migration the source's allocation belongs to the migration (consumer:
     # its uuid) and counts in usages; a server's own allocation is the one
@@ -297,51 +464,67 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
             left_out.append(name)
             continue
         rp, inventory = root
+        if rp['uuid'] in silent:
+            not_answered.append('%s (%s)' % (name, silent[rp['uuid']]))
+            continue
         with reading('Placement GET /resource_providers/%s/allocations'
-                     % rp.id):
+                     % rp['uuid']):
             usages = {}
-            for consumer, alloc in allocations.get(rp.id, {}).items():
+            for consumer, alloc in allocations.get(rp['uuid'], {}).items():
                 resources = alloc.get('resources', {})
                 for rc, amount in resources.items():
                     usages[rc] = usages.get(rc, 0) + amount
                 consumers.setdefault(consumer, {})[name] = dict(resources)
         with reading('Placement GET /resource_providers/%s/inventories'
-                     % rp.id):
+                     % rp['uuid']):
             inventories = {
                 rc: {k: inv[k] for k in ('total', 'reserved',
                                          'allocation_ratio', 'min_unit',
                                          'max_unit', 'step_size') if k in inv}
                 for rc, inv in inventory.items() if _mapping(rc, inv)}
         with reading('Nova GET /os-hypervisors/detail (%s)' % name):
-            docs.append(_hypervisor_doc(hyp, host, rp, by_host.get(host),
-                                        host_aggregates, inventories, usages))
+            docs.append(_hypervisor_doc(hyp, host, rp['uuid'],
+                                        by_host.get(host), host_aggregates,
+                                        inventories, usages))
     child_use = {}  # server id -> child providers it allocates from
     for rp_id, rp in children.items():
         with reading('Placement GET /resource_providers/%s/allocations'
                      % rp_id):
             for consumer, alloc in allocations.get(rp_id, {}).items():
                 child_use.setdefault(consumer, set()).add('%s (%s)' % (
-                    rp.name, ', '.join(sorted(alloc['resources']))))
+                    rp['name'], ', '.join(sorted(alloc['resources']))))
 
     known = {d['name'] for d in docs}
     server_docs = []
     for server in servers:
-        with reading('Nova GET /servers/detail (server %s)'
-                     % getattr(server, 'id', '?')):
-            if server.hypervisor_hostname in known:
+        with reading('Nova GET /servers/detail (server %s)' % (
+                server.get('id', '?') if isinstance(server, dict) else '?')):
+            _mapping('a server', server)
+            if server.get(NODE) in known:
                 server_docs.append(_server_doc(server, child_use,
-                                               consumers.get(server.id)))
+                                               consumers.get(server['id'])))
             # else unplaced (BUILD/ERROR) or on an unknown hypervisor
 
+    if not_answered and not docs:
+        raise CollectError('Placement answered for none of the %d '
+                           'hypervisors: %s' % (len(not_answered), _short(
+                               ', '.join(sorted(not_answered)))))
     source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
+    notes = []
     if left_out:
-        source['note'] = ('left out, no resource provider in Placement: %s'
-                          % ', '.join(sorted(left_out)))
+        notes.append('left out, no resource provider in Placement: %s'
+                     % ', '.join(sorted(left_out)))
+    if not_answered:
+        notes.append('left out, Placement did not answer for them: %s'
+                     % ', '.join(sorted(not_answered)))
+    if notes:
+        source['note'] = '; '.join(notes)
     with reading('Nova GET /os-server-groups'):
         group_docs = [_group_doc(g) for g in groups]
     with reading('Nova GET /os-migrations'):
         migration_docs = [_migration_doc(m) for m in migrations
-                          if m.server_id]
+                          if _mapping('a migration', m)
+                          and m.get('instance_uuid')]
     return {
         'format': 'osc-leveller-snapshot/1',
         'taken_at': _iso(now),
@@ -353,19 +536,20 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
     }
 
 
-def _hypervisor_doc(hyp, host, rp, service, host_aggregates, inventories,
+def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
                     usages):
+    service = service or {}
     return {
         'name': hyp['hypervisor_hostname'],
         'host': host,
-        'uuid': rp.id,
-        'availability_zone': getattr(service, 'availability_zone', None),
+        'uuid': uuid,
+        'availability_zone': service.get('zone'),
         'aggregates': host_aggregates.get(host, []),
         'service': {
-            'status': getattr(service, 'status', None) or 'disabled',
-            'state': getattr(service, 'state', None) or 'down',
-            'forced_down': bool(getattr(service, 'is_forced_down', False)),
-            'disabled_reason': getattr(service, 'disabled_reason', None),
+            'status': service.get('status') or 'disabled',
+            'state': service.get('state') or 'down',
+            'forced_down': bool(service.get('forced_down', False)),
+            'disabled_reason': service.get('disabled_reason'),
         },
         'inventories': inventories,
         'usages': usages,
@@ -375,30 +559,39 @@ def _hypervisor_doc(hyp, host, rp, service, host_aggregates, inventories,
     }
 
 
+# Nova's names of the server fields read (servers/detail, admin).
+NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
+HOST = 'OS-EXT-SRV-ATTR:host'
+TASK = 'OS-EXT-STS:task_state'
+
+
 def _server_doc(server, child_use, held):
     """held: {hypervisor: resources} of the server's own allocations."""
-    node = server.hypervisor_hostname
-    flavor = _flavor(server.flavor or {})
+    node = server[NODE]
+    flavor = _flavor(server.get('flavor') or {})
     blockers = ['allocation on child resource provider %s' % c
-                for c in sorted(child_use.get(server.id, ()))]
+                for c in sorted(child_use.get(server['id'], ()))]
     if flavor['extra_specs'].get('pci_passthrough:alias'):
         blockers.append('PCI passthrough device (%s)' %
                         flavor['extra_specs']['pci_passthrough:alias'])
+    image = server.get('image')
     doc = {
-        'id': server.id,
-        'name': server.name,
-        'project_id': server.project_id,
+        'id': server['id'],
+        'name': server.get('name'),
+        'project_id': server.get('tenant_id'),
         'hypervisor': node,
-        'host': server.compute_host,
-        'status': server.status or 'UNKNOWN',
-        'task_state': server.task_state,
-        'locked': bool(server.is_locked),
+        'host': server.get(HOST),
+        'status': server.get('status') or 'UNKNOWN',
+        'task_state': server.get(TASK),
+        'locked': bool(server.get('locked')),
         'flavor': flavor,
-        'boot_from_volume': not (server.image and server.image.id),
+        # Nova says "" for the image of a server booted from a volume.
+        'boot_from_volume': not (isinstance(image, dict) and
+                                 image.get('id')),
         'metadata': {k: str(v) for k, v in
-                     (server.metadata or {}).items()},
-        'tags': list(server.tags or []),
-        'pinned_availability_zone': server.pinned_availability_zone,
+                     (server.get('metadata') or {}).items()},
+        'tags': list(server.get('tags') or []),
+        'pinned_availability_zone': server.get('pinned_availability_zone'),
         'blockers': blockers,
     }
     if held:
@@ -419,13 +612,13 @@ def _group_doc(group):
 
 def _migration_doc(migration):
     return {
-        'id': migration.id, 'server_id': migration.server_id,
-        'status': migration.status,
-        'migration_type': migration.migration_type,
-        'source_compute': migration.source_compute,
-        'dest_compute': migration.dest_compute,
-        'created_at': _timestamp(migration.created_at),
-        'updated_at': _timestamp(migration.updated_at),
+        'id': migration['id'], 'server_id': migration['instance_uuid'],
+        'status': migration['status'],
+        'migration_type': migration.get('migration_type'),
+        'source_compute': migration.get('source_compute'),
+        'dest_compute': migration.get('dest_compute'),
+        'created_at': _timestamp(migration.get('created_at')),
+        'updated_at': _timestamp(migration.get('updated_at')),
     }
 
 

@@ -1,21 +1,22 @@
 """Carry out live migrations with every safety limit in one place.
 
 The executor never trusts a plan: before it starts a migration it reads
-the cloud again and re-checks every move with the planner's own filters
-(server still on the planned source, ACTIVE, idle, outside its cooldown;
-destination still enabled, up and with room; the move still lowers the
-load). A move that no longer holds is skipped with the reason. Of a move it
-takes only which server goes from which hypervisor to which: the compute
-host Nova is asked for is the destination hypervisor's host in the cloud
-just read, never a host named in a plan file. Success is what Nova shows
-afterwards: the migration record completed AND the server ACTIVE, without
-a task, on that host and that hypervisor. A failed live migration leaves
-the server ACTIVE on its source, so ACTIVE alone proves nothing.
+again what the move touches (actions.snapshot(moves)) and re-checks it with
+the planner's own filters (server still on the planned source, ACTIVE,
+idle, outside its cooldown; destination still enabled, up and with room;
+the move still lowers the load). A move that no longer holds is skipped
+with the reason. Of a move it takes only which server goes from which
+hypervisor to which: the compute host Nova is asked for is the destination
+hypervisor's host in the cloud just read, never a host named in a plan
+file. Success is what Nova shows afterwards: the migration record completed
+AND the server ACTIVE, without a task, on that host and that hypervisor. A
+failed live migration leaves the server ACTIVE on its source, so ACTIVE
+alone proves nothing.
 
 The cloud is reached only through ``actions`` (see cloud/actions.py):
-snapshot(), live_migrate(server_id, host), cold_migrate(server_id, host),
-confirm(server_id), server(server_id), migration(server_id, since, cold) and
-abort(server_id, migration_id).
+snapshot(moves=None), live_migrate(server_id, host), cold_migrate(server_id,
+host), confirm(server_id), server(server_id), migration(server_id, since,
+cold) and abort(server_id, migration_id).
 """
 
 import dataclasses
@@ -109,7 +110,8 @@ class Executor:
         """A Result per move, in plan order. snapshot: the state just read.
 
         A move starts as soon as a slot is free, not when a whole round has
-        ended: every start re-reads the cloud and re-checks the move.
+        ended: every start reads the cloud again for the move and re-checks
+        it.
         """
         moves = list(moves)
         self._checker = self.check or BalanceCheck(moves)
@@ -131,15 +133,13 @@ class Executor:
                     and len(running) < self.options.max_parallel
                     and (not self.options.waves or all(
                         m.wave == pending[0].wave for m in running))):
-                if snapshot is None:
-                    try:
-                        snapshot = self.actions.snapshot()
-                    except ActionError as exc:
-                        self.error = 'cannot read the cloud: %s' % exc
-                        stopped = True
-                        continue
-                chosen = self._round(pending, snapshot, results,
-                                     (units, budget), list(running))
+                try:
+                    chosen = self._round(pending, _View(snapshot), results,
+                                         (units, budget), list(running))
+                except ActionError as exc:
+                    self.error = 'cannot read the cloud: %s' % exc
+                    stopped = True
+                    continue
                 # Nothing chosen while moves run: wait for one to end.
                 look = not running
                 for move in chosen:
@@ -148,7 +148,7 @@ class Executor:
                                                're-checked against the cloud')
                         self.journal('would-run', **_move_fields(move))
                         continue
-                    host = snapshot.hypervisor(move.destination).host
+                    host = chosen[move]
                     watch = self._start(move, host, results, running,
                                         len(moves))
                     if watch:
@@ -179,8 +179,9 @@ class Executor:
             self.journal('not-started', reason=why, **_move_fields(move))
         return [results[m] for m in moves]
 
-    def _round(self, pending, snapshot, results, batch, running):
-        """Moves to start now; stale ones are skipped on the way.
+    def _round(self, pending, view, results, batch, running):
+        """Moves to start now, each with the compute host to ask Nova for;
+        stale ones are skipped on the way.
 
         Only moves of the first pending wave go together (later waves may
         need room that earlier ones free). No hypervisor is a destination
@@ -189,13 +190,13 @@ class Executor:
         against the state after the ones before. batch: (units started,
         most units), where a unit is a move or a whole exchange. The rest
         of an exchange one of whose moves did not succeed is skipped.
+        Each move is checked against a view of the cloud read for it (see
+        _View); ActionError when it cannot be read, nothing chosen then.
         """
         units, budget = batch
         broken = {m.exchange: (m, r) for m, r in results.items()
                   if m.exchange and r.status != DONE and
                   r.status != DRY_RUN}
-        rules = filters.Rules(snapshot, self.planner_options)
-        state = state_mod.new_state(snapshot, self.planner_options.weights)
         wave = pending[0].wave
         parallel = len(pending) if self.options.dry_run else \
             self.options.max_parallel - len(running)
@@ -203,7 +204,7 @@ class Executor:
         for move in running:
             sources[move.source] = sources.get(move.source, 0) + 1
             destinations.add(move.destination)
-        chosen = []
+        chosen = {}
         for move in list(pending):
             if len(chosen) >= parallel:
                 break
@@ -216,13 +217,24 @@ class Executor:
                     or move.destination in destinations
                     or move.destination in sources):
                 continue
-            pending.remove(move)
             if move.exchange in broken:
                 other, result = broken[move.exchange]
                 reason = 'its %s stopped: %s was %s' % (
                     move.exchange, _label(other), result.status)
             else:
+                around = list(chosen) + self._ahead(
+                    move, pending, parallel - len(chosen), units, budget,
+                    wave)
+                try:
+                    snapshot, state, rules = view.read(
+                        self.actions, around, list(chosen),
+                        self.planner_options)
+                except ActionError:
+                    for m in chosen:
+                        units.discard(_unit(m))
+                    raise
                 reason = self._checker(move, snapshot, state, rules)
+            pending.remove(move)
             if reason:
                 results[move] = Result(move, SKIPPED, reason)
                 if move.exchange:
@@ -230,12 +242,26 @@ class Executor:
                 self.journal('skipped', reason=reason, **_move_fields(move))
                 self.progress('%s: skipped, %s' % (_label(move), reason))
                 continue
-            chosen.append(move)
+            chosen[move] = snapshot.hypervisor(move.destination).host
             units.add(_unit(move))
             state.apply(move.server_id, move.destination)
             sources[move.source] = sources.get(move.source, 0) + 1
             destinations.add(move.destination)
         return chosen
+
+    def _ahead(self, move, pending, slots, units, budget, wave):
+        """The move, the rest of its exchange, and the next moves that may
+        fill the round's other slots: what one read of the cloud covers."""
+        ahead = [move] + [m for m in pending if move.exchange and
+                          m is not move and m.exchange == move.exchange]
+        for other in pending[pending.index(move) + 1:]:
+            if len(ahead) >= slots:
+                break
+            if other not in ahead and (
+                    _unit(other) in units or len(units) < budget) and (
+                    not self.options.waves or other.wave == wave):
+                ahead.append(other)
+        return ahead
 
     def _start(self, move, host, results, running, total):
         """Ask Nova to migrate the server to the compute host: its _Watch,
@@ -351,6 +377,38 @@ class Executor:
             return Result(move, TIMED_OUT, 'no result after %.0f s; abort '
                           'refused: %s' % (elapsed, exc), elapsed, mig_id)
         return None
+
+
+class _View:
+    """The cloud as one round's checks see it.
+
+    Given a snapshot just read, every move is checked against it. Else each
+    move is checked against the cloud read again for it and for the moves
+    chosen before it in the round (actions.snapshot(moves): only what they
+    touch), with those chosen moves applied to the state.
+    """
+
+    def __init__(self, snapshot=None):
+        self.whole = snapshot is not None
+        self.snapshot = snapshot
+        self.state = self.rules = None
+        self.covers = set()
+
+    def read(self, actions, around, chosen, planner_options):
+        """(snapshot, state, rules) fresh for the moves around."""
+        if self.whole and self.state is not None or \
+                not self.whole and self.state is not None and \
+                {id(m) for m in around} <= self.covers:
+            return self.snapshot, self.state, self.rules
+        if not self.whole:
+            self.snapshot = actions.snapshot(moves=around)
+            self.covers = {id(m) for m in around}
+        self.rules = filters.Rules(self.snapshot, planner_options)
+        self.state = state_mod.new_state(self.snapshot,
+                                         planner_options.weights)
+        for move in chosen:
+            self.state.apply(move.server_id, move.destination)
+        return self.snapshot, self.state, self.rules
 
 
 def _landed(server, move, watch):

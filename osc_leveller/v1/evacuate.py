@@ -113,12 +113,17 @@ class _Run:
 
     def go(self):
         snapshot = self.read()
+        if snapshot.source.get('note'):
+            self.say('Note: %s' % snapshot.source['note'])
         hosts = []
         for ref in self.args.hosts:
             hyp = snapshot.find_hypervisor(ref)
             if hyp is None:
+                # The note says why a hypervisor was left out, if it was.
+                note = snapshot.source.get('note')
                 raise exceptions.CommandError(
-                    '%s: no such hypervisor or compute host' % ref)
+                    '%s: no such hypervisor or compute host%s' % (
+                        ref, ' (%s)' % note if note else ''))
             hosts.append(hyp)
         if self.args.restore:
             return self.restore(snapshot, hosts)

@@ -28,6 +28,8 @@ class SnapshotLeveller(command.ShowOne):
         document = common.read_cloud(
             self.app, common.settings(parsed_args, self.app))
         snap = snapshot_io.parse(document, origin='the cloud')
+        if snap.source.get('note'):
+            common.StderrWriter(self.app)('Note: %s' % snap.source['note'])
         files.write_atomic(path, json.dumps(document, indent=1,
                                             sort_keys=True) + '\n',
                            'snapshot file')

@@ -1009,6 +1009,12 @@ ENDPOINTS = (
     ('placement', '/resource_providers/%s/allocations' % rp_uuid('hv1'),
      'Placement GET /resource_providers/%s/allocations' % rp_uuid('hv1')),
 )
+# Per-provider reads (prefix -> its hypervisor) and the faults that are no
+# answer: those hypervisors are left out, the rest is read.
+PROVIDERS = {prefix: name for name, prefix in (
+    ('hv2', '/resource_providers/%s/inventories' % rp_uuid('hv2')),
+    ('hv1', '/resource_providers/%s/allocations' % rp_uuid('hv1')))}
+NO_ANSWER = ('status:500', 'status:503', 'reset', 'stall')
 FAULT_KINDS = ('non-json', 'shape', 'shape:list', 'shape:string',
                'shape:items', 'status:400', 'status:401', 'status:403',
                'status:404', 'status:409', 'status:500', 'status:503',
@@ -1179,13 +1185,25 @@ def gen_cloud_answers(rng, count):
                                                count - len(combos)))
     for (service, prefix, names), kind in chosen[:budget]:
         argv = list(rng.choice(LIVE_COMMANDS))
-        expect = (names,)
+        expect, code = (names,), 1
         if (service, kind) == ('nova', 'status:403') and \
                 prefix == '/v2.1/os-services':
             expect = ('admin role',)
+        unanswered = PROVIDERS.get(prefix)
+        if unanswered and kind in NO_ANSWER:
+            # The user guide: that hypervisor is left out, and named.
+            expect, code = ('Placement did not answer for them: %s'
+                            % unanswered,), 0
+            if argv[1] == 'evacuate':
+                if unanswered == argv[-1]:
+                    expect, code = ('%s: no such hypervisor' % unanswered,
+                                    ) + expect, 1
+                else:  # where its servers can go is not known: a refusal
+                    argv = list(LIVE_COMMANDS[0])
         cases.append(Case(
             'cloud-answer', '%s %s: %s' % (service, prefix, kind), argv,
-            expect=expect, cloud=Cloud(faults=((service, prefix, kind),)),
+            expect=expect, code=code,
+            cloud=Cloud(faults=((service, prefix, kind),)),
             secrets=(KEYSTONE_PASSWORD,)))
     for label, spoil, names in corruptions[:count - len(cases)]:
         cases.append(Case(

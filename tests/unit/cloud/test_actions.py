@@ -18,7 +18,13 @@ from osc_leveller.cloud import actions
 from osc_leveller.core import executor
 from tests.unit.cloud.test_collect import quiet
 from tests.unit.cloud.test_collect import response
-from tests.unit.cloud.test_collect import sdk
+
+
+def sdk(resource, body):
+    """The SDK's record of a JSON body, as its calls build them."""
+    with quiet():
+        return resource.existing(**body)
+
 
 SERVER = '5b3c1d2e-0f4a-4b6c-9d8e-7f6a5b4c3d2e'
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=datetime.timezone.utc)

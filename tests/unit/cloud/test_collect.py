@@ -2,12 +2,12 @@
 
 The fakes honour what the real services honour, so a collector that forgets
 to ask for something gets what a real cloud would give it: servers and
-server groups of the token's project only without all_projects, id, name
-and links only with details=False (the SDK's servers() defaults to True),
-every migration ever without changes_since, hypervisors without cpu_info
-above microversion 2.87, server groups without "policy" below 2.64. Records
-are built by the SDK's own resource classes from Nova's and Placement's JSON,
-so the attribute names the collector reads are the SDK's.
+server groups of the token's project only without all_tenants/all_projects,
+id, name and links only from /servers (not /servers/detail), every migration
+ever without changes-since, pages of Nova's max_limit with next links,
+hypervisors without cpu_info above microversion 2.87, server groups without
+"policy" below 2.64. The bodies are Nova's and Placement's JSON, field names
+as they send them.
 """
 
 import collections
@@ -21,11 +21,6 @@ import urllib.parse
 from unittest import mock
 import warnings
 
-from openstack.compute.v2 import aggregate as sdk_aggregate
-from openstack.compute.v2 import migration as sdk_migration
-from openstack.compute.v2 import server as sdk_server
-from openstack.compute.v2 import service as sdk_service
-from openstack.placement.v1 import resource_provider as sdk_rp
 from openstack import warnings as sdk_warnings
 import requests
 
@@ -73,12 +68,6 @@ def quiet():
         yield
 
 
-def sdk(resource, body):
-    """The SDK's record of a JSON body, as its listings build them."""
-    with quiet():
-        return resource.existing(**body)
-
-
 def version(text):
     return tuple(int(part) for part in text.split('.'))
 
@@ -94,13 +83,19 @@ def _truthy(value):
 
 
 class FakeProxy:
-    """An SDK proxy: raw GETs and resource listings, all recorded."""
+    """An SDK proxy's raw calls, all recorded."""
 
     default_version = '1.0'
+    max_version = '1.39'
 
     def __init__(self):
-        self.calls = []  # (method, path) or ('list', name): what costs
+        self.calls = []  # (method, path): what costs
         self.requests = []  # every call with its arguments
+
+    def get_endpoint_data(self):
+        """What version discovery found (openstack.utils reads it)."""
+        return NS(min_microversion=self.default_version,
+                  max_microversion=self.max_version)
 
     def get(self, url, microversion=None, params=None, **kwargs):
         parts = urllib.parse.urlsplit(url)
@@ -117,60 +112,39 @@ class FakeProxy:
             path, query, version(microversion or self.default_version))
         return response(status, body, url)
 
-    def listing(self, name, resource, query, **also):
-        # The SDK refuses query parameters its resource does not map.
-        resource._query_mapping._validate(query, base_path=resource.base_path)
-        self.calls.append(('list', name))
-        self.requests.append({'method': 'list', 'name': name,
-                              'query': dict(query, **also)})
-
 
 class FakeNova(FakeProxy):
     default_version = '2.1'  # what Nova assumes when none is sent
+    max_version = '2.96'
 
     def __init__(self, world):
         super().__init__()
         self.world = world
 
-    def services(self, **query):
-        self.listing('services', sdk_service.Service, query)
-        return iter([sdk(sdk_service.Service, s)
-                     for s in self.world.services
-                     if s['binary'] == query.get('binary', s['binary'])
-                     and s['host'] == query.get('host', s['host'])])
-
-    def aggregates(self, **query):
-        self.listing('aggregates', sdk_aggregate.Aggregate, query)
-        return iter([sdk(sdk_aggregate.Aggregate, a)
-                     for a in self.world.aggregates])
-
-    def servers(self, details=True, all_projects=False, **query):
-        self.listing('servers', sdk_server.Server, query, details=details,
-                     all_projects=all_projects)
-        result = []
-        for body in self.world.servers:
-            if not all_projects and body['tenant_id'] != TOKEN_PROJECT:
-                continue
-            if not details:  # GET /servers: id, name and links only
-                body = {k: body[k] for k in ('id', 'name', 'links')}
-            result.append(sdk(sdk_server.Server, body))
-        return iter(result)
-
-    def migrations(self, **query):
-        self.listing('migrations', sdk_migration.Migration, query)
-        since = query.get('changes_since')
-        return iter([
-            sdk(sdk_migration.Migration, m)
-            for m in self.world.migrations
-            # Nova compares updated_at; one never updated does not match.
-            if since is None or (m['updated_at'] and
-                                 _when(m['updated_at']) >= _when(since))])
-
     def route(self, path, query, at):
+        world = self.world
         if path == '/os-hypervisors/detail':
-            return 200, self.world.hypervisor_page(query, at)
+            return 200, world.hypervisor_page(query, at)
         if path == '/os-server-groups':
-            return 200, self.world.group_page(query, at)
+            return 200, world.group_page(query, at)
+        if path == '/os-services':
+            return 200, {'services': [
+                s for s in world.services
+                if s['binary'] == query.get('binary', s['binary'])
+                and s['host'] == query.get('host', s['host'])]}
+        if path == '/os-aggregates':
+            return 200, {'aggregates': world.aggregates}
+        if path in ('/servers', '/servers/detail'):
+            return 200, world.server_page(path, query, at)
+        if path == '/os-migrations':
+            since = query.get('changes-since')
+            # Nova compares updated_at; one never updated does not match.
+            return 200, {'migrations': [
+                m for m in world.migrations
+                if since is None or (m['updated_at'] and
+                                     _when(m['updated_at']) >= _when(since))
+                and m['instance_uuid'] == query.get('instance_uuid',
+                                                    m['instance_uuid'])]}
         return 404, {'itemNotFound': {'code': 404, 'message': path}}
 
 
@@ -179,12 +153,9 @@ class FakePlacement(FakeProxy):
         super().__init__()
         self.world = world
 
-    def resource_providers(self, **query):
-        self.listing('resource_providers', sdk_rp.ResourceProvider, query)
-        return iter([sdk(sdk_rp.ResourceProvider, rp)
-                     for rp in self.world.providers])
-
     def route(self, path, query, at):
+        if path == '/resource_providers':
+            return 200, {'resource_providers': self.world.providers}
         _, collection, uuid, what = path.split('/')
         known = {rp['uuid'] for rp in self.world.providers}
         if collection != 'resource_providers' or uuid not in known:
@@ -320,6 +291,25 @@ class World:
             record['cpu_info'] = info if at >= (2, 28) else json.dumps(info)
         return record
 
+    def server_page(self, path, query, at):
+        """Servers of the token's project unless all_tenants; id, name and
+        links only without /detail; pages of max_limit with next links."""
+        found = [s for s in self.servers if _truthy(query.get(
+            'all_tenants')) or s['tenant_id'] == TOKEN_PROJECT]
+        if path == '/servers':
+            found = [{k: s[k] for k in ('id', 'name', 'links')}
+                     for s in found]
+        ids = [s['id'] for s in found]
+        start = ids.index(query['marker']) + 1 if 'marker' in query else 0
+        limit = min(int(query.get('limit', NOVA_MAX_LIMIT)), NOVA_MAX_LIMIT)
+        page = found[start:start + limit]
+        body = {'servers': page}
+        if len(page) == limit:
+            body['servers_links'] = [{
+                'rel': 'next', 'href': 'https://nova.example/v2.1%s?'
+                'marker=%s' % (path, page[-1]['id'])}]
+        return body
+
     def group_page(self, query, at):
         groups = self.groups if _truthy(query.get('all_projects')) else [
             g for g in self.groups if g['project_id'] == TOKEN_PROJECT]
@@ -453,10 +443,10 @@ class TestCollect(unittest.TestCase):
                            len(conn.placement.calls)))
         self.assertEqual(counts[0][0], counts[1][0])
         self.assertEqual(collections.Counter({
-            ('list', 'services'): 1, ('GET', '/os-hypervisors/detail'): 1,
-            ('list', 'aggregates'): 1, ('list', 'servers'): 1,
+            ('GET', '/os-services'): 1, ('GET', '/os-hypervisors/detail'): 1,
+            ('GET', '/os-aggregates'): 1, ('GET', '/servers/detail'): 1,
             # Server groups: a page, and the empty one that ends them.
-            ('GET', '/os-server-groups'): 2, ('list', 'migrations'): 1}),
+            ('GET', '/os-server-groups'): 2, ('GET', '/os-migrations'): 1}),
             counts[0][0])
         # Placement: the provider list, then inventories and allocations
         # for each provider (3 or 30 hypervisors plus one child).
@@ -473,6 +463,42 @@ class TestCollect(unittest.TestCase):
         # of two: four pages, the last one short.
         self.assertEqual(4, conn.compute.calls.count(
             ('GET', '/os-hypervisors/detail')))
+
+    def test_paging_that_loops_is_an_error(self):
+        # A next link back to a page already read, and a Nova that ignores
+        # the marker: each would page forever.
+        conn = cloud(4)
+        page = conn.compute.world.server_page
+
+        def same_marker(path, query, at):
+            body = page(path, dict(query, limit='2'), at)
+            body['servers_links'][0]['href'] = '/servers/detail?marker=s0'
+            return body
+
+        def marker_ignored(path, query, at):
+            return page(path, {'all_tenants': '1', 'limit': '2'}, at)
+        for answer, why in ((same_marker, 'repeats marker s0'),
+                            (marker_ignored, 'repeats servers already '
+                                             'read')):
+            with mock.patch.object(conn.compute.world, 'server_page',
+                                   answer):
+                with self.assertRaises(collect.CollectError) as ctx:
+                    run(conn)
+            self.assertIn('Nova GET /servers/detail: the answer has an '
+                          'unexpected shape (ValueError: paging loops',
+                          str(ctx.exception))
+            self.assertIn(why, str(ctx.exception))
+
+    def test_servers_page_by_next_link_marker(self):
+        conn = cloud(5)
+        with mock.patch(__name__ + '.NOVA_MAX_LIMIT', 3):
+            document = run(conn)
+        self.assertEqual(11, len(document['servers']))
+        # 11 servers in pages of 3; each next link's marker is sent to our
+        # own endpoint, not to the host the link names.
+        markers = [r['query'].get('marker') for r in conn.compute.requests
+                   if r['path'] == '/servers/detail']
+        self.assertEqual([None, 's2', 's5', 's8'], markers)
 
     def test_requests_carry_their_microversions(self):
         conn = cloud(2)
@@ -512,13 +538,13 @@ class TestCollect(unittest.TestCase):
                 collect.Collector(conn).collect(now=NOW)
         self.assertIn('microversion 2.64 or later', str(ctx.exception))
 
-        def forbidden(**kwargs):
-            collect.sdk_exc.raise_from_response(response(403, {
+        def forbidden(*args, **kwargs):
+            return response(403, {
                 'forbidden': {'code': 403, 'message': 'Policy does not '
-                              'allow os_compute_api:os-services:list'}}))
+                              'allow os_compute_api:os-services:list'}})
         with mock.patch.object(collect.sdk_utils, 'supports_microversion',
                                return_value=True), \
-                mock.patch.object(conn.compute, 'services', forbidden):
+                mock.patch.object(conn.compute, 'get', forbidden):
             with self.assertRaises(collect.CollectError) as ctx:
                 collect.Collector(conn).collect(now=NOW)
         self.assertIn('needs an admin role', str(ctx.exception))
@@ -529,16 +555,17 @@ class TestFakes(unittest.TestCase):
 
     def test_nova_answers_by_project_details_and_time(self):
         conn = cloud(2)
-        mine = list(conn.compute.servers())
-        self.assertEqual({TOKEN_PROJECT}, {s.project_id for s in mine})
-        bare = list(conn.compute.servers(details=False, all_projects=True))
+
+        def get(path, **params):
+            return conn.compute.get(path, params=params).json()
+        mine = get('/servers/detail')['servers']
+        self.assertEqual({TOKEN_PROJECT}, {s['tenant_id'] for s in mine})
+        bare = get('/servers', all_tenants=1)['servers']
         self.assertEqual(5, len(bare))
-        self.assertEqual({None}, {s.hypervisor_hostname for s in bare})
-        self.assertEqual(3, len(list(conn.compute.migrations())))
-        self.assertEqual([41], [m.id for m in conn.compute.migrations(
-            changes_since='2026-11-20T11:30:00Z')])
-        with self.assertRaises(collect.sdk_exc.InvalidResourceQuery):
-            list(conn.compute.migrations(since='2026-11-20T11:30:00Z'))
+        self.assertEqual({None}, {s.get(collect.NODE) for s in bare})
+        self.assertEqual(3, len(get('/os-migrations')['migrations']))
+        self.assertEqual([41], [m['id'] for m in get('/os-migrations', **{
+            'changes-since': '2026-11-20T11:30:00Z'})['migrations']])
 
     def test_nova_answers_by_microversion(self):
         conn = cloud(2)

@@ -91,7 +91,7 @@ class JudgedNova(test_executor.FakeNova):
         super().__init__(hyps, servers, migrations, polls=1)
         self.sent = []  # (server id, host, why it is wrong or None)
 
-    def snapshot(self):
+    def snapshot(self, moves=None):
         self.snapshots += 1
         return b.snapshot(self.hyps, list(self.servers.values()),
                           self.groups, self.migrations)

@@ -1,0 +1,173 @@
+"""The executor's targeted re-read (cloud/refresh.py) against the stand-in.
+
+What a move touches, read again, must be what a whole read says of it, at
+a cost that does not grow with the cloud; and a move made stale by a change
+the targeted read sees must still be refused.
+"""
+
+import collections
+import copy
+import unittest
+
+from osc_leveller.cloud import actions
+from osc_leveller.cloud import measure
+from osc_leveller.cloud import prometheus
+from osc_leveller.core import executor
+from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import snapshot as snapshot_io
+from tests.unit import builders as b
+from tests.unit import standin
+
+
+def cloud(hosts=4):
+    """hv1 hot; web, an anti-affinity group across hv1 and hv3."""
+    hyps = [b.hypervisor('hv%d' % i) for i in range(1, hosts + 1)]
+    servers = [b.server('hot%d' % i, 'hv1', vcpus=4, ram_gb=16)
+               for i in range(6)]
+    servers += [b.server('cool%d' % h, 'hv%d' % h, vcpus=4, ram_gb=16)
+                for h in range(2, hosts + 1)]
+    servers += [b.server('web1', 'hv1'), b.server('web2', 'hv3')]
+    groups = [{'id': 'g-web', 'name': 'web', 'policy': 'anti-affinity',
+               'members': ['id-web1', 'id-web2']}]
+    return b.document(hyps, servers, groups)
+
+
+def move(server, source, destination, wave=1):
+    return plan_mod.Move(
+        server_id='id-' + server, server_name=server, source=source,
+        destination=destination, destination_host=b.compute_host(
+            destination), wave=wave, gain=0.1, reason='test',
+        domain='az1/Gen1', ram_gb=4.0, source_score=(0.5, 0.4),
+        destination_score=(0.1, 0.2), imbalance=(0.2, 0.1))
+
+
+def comparable(document, servers=()):
+    """What the checks read: hypervisors, servers, groups, and the moving
+    servers' migrations, as the core model writes them back."""
+    doc = snapshot_io.to_document(snapshot_io.parse(copy.deepcopy(document)))
+    for hyp in doc['hypervisors']:
+        hyp['aggregates'].sort(key=lambda a: a['name'])
+    return {
+        'hypervisors': sorted(doc['hypervisors'], key=lambda h: h['name']),
+        'servers': sorted(doc['servers'], key=lambda s: s['id']),
+        'server_groups': sorted(doc['server_groups'], key=lambda g: g['id']),
+        'migrations': sorted((m for m in doc['migrations']
+                              if m['server_id'] in servers),
+                             key=lambda m: str(m['id'])),
+    }
+
+
+class TestRefresh(unittest.TestCase):
+    def test_what_a_move_touches_is_read_as_a_whole_read_reads_it(self):
+        with standin.StandIn(cloud()) as sim:
+            acts = actions.Actions(sim.connection())
+            acts.snapshot()
+            # Others act on hv1 and hv2 after the first read: a migration
+            # into hv2, the moving server's group partner arriving there,
+            # and hv2's service disabled.
+            acts.live_migrate('id-hot1', 'cmp-hv2')
+            acts.set_service('cmp-hv2', False, 'maintenance')
+            m = move('web1', 'hv1', 'hv2')
+            acts.snapshot(moves=[m])
+            refreshed = acts.document
+            whole = actions.Actions(sim.connection())
+            whole.snapshot()
+            self.assertEqual(comparable(whole.document, {'id-web1'}),
+                             comparable(refreshed, {'id-web1'}))
+            self.assertEqual([], sim.errors)
+
+    def test_measured_load_is_read_again_for_the_touched_hosts(self):
+        # kolla-ansible's labels: instance is Nova's host_ip and a port.
+        hosts = {'192.0.2.%d:9100' % (i + 1): 0.1 * i for i in range(1, 5)}
+        guests = {'id-hot0': 0.5, 'id-cool2': 0.25}
+
+        def answer(query):
+            if 'libvirt' in query:
+                return [({'instance': '192.0.2.2:9177', 'domain': 'i-%s' % sid,
+                          'job': 'libvirt', 'instance_id': sid}, value)
+                        for sid, value in guests.items()]
+            return [({'instance': instance, 'job': 'node'}, value)
+                    for instance, value in hosts.items()]
+        with standin.StandIn(cloud(), prometheus=answer, prometheus_names=[
+                'libvirt_domain_openstack_info']) as sim:
+            reader = measure.Reader(prometheus.Client(sim.prometheus_url,
+                                                      retries=0))
+            acts = actions.Actions(sim.connection(), metrics=reader)
+            before = acts.snapshot()
+            hosts['192.0.2.2:9100'] = 0.95
+            hosts['192.0.2.3:9100'] = 0.05
+            guests['id-hot0'] = 0.875
+            after = acts.snapshot(moves=[move('hot0', 'hv1', 'hv2')])
+            whole = actions.Actions(sim.connection(), metrics=reader)
+            whole.snapshot()
+        self.assertEqual(0.1, before.hypervisor('hv1').metrics.cpu)
+        self.assertEqual(0.95, after.hypervisor('hv1').metrics.cpu)
+        self.assertEqual(0.875, after.server('id-hot0').usage.cpu)
+        self.assertEqual(comparable(whole.document, {'id-hot0'}),
+                         comparable(acts.document, {'id-hot0'}))
+
+    def test_requests_per_move_do_not_grow_with_the_cloud(self):
+        counts = []
+        for hosts in (4, 40):
+            with standin.StandIn(cloud(hosts)) as sim:
+                acts = actions.Actions(sim.connection())
+                acts.snapshot()
+                sim.reset_counts()
+                acts.snapshot(moves=[move('web1', 'hv1', 'hv2')])
+                counts.append(collections.Counter(
+                    {key: n for key, n in sim.counts.items()
+                     if key[0] in ('nova', 'placement')}))
+        self.assertEqual(counts[0], counts[1])
+        self.assertLessEqual(sum(counts[0].values()), 15, counts[0])
+
+    def test_a_member_moved_to_the_destination_is_seen(self):
+        with standin.StandIn(cloud()) as sim:
+            acts = actions.Actions(sim.connection())
+            acts.snapshot()
+            # web2 was on hv3, which the move of web1 does not touch.
+            acts.live_migrate('id-web2', 'cmp-hv2')
+            snap = acts.snapshot(moves=[move('web1', 'hv1', 'hv2')])
+            self.assertEqual('hv2', snap.server('id-web2').hypervisor)
+
+
+class TestStaleMovesAreRefused(unittest.TestCase):
+    """The executor against the stand-in: the first round is checked
+    against the whole read, later ones against targeted reads."""
+
+    def run_moves(self, sim, acts, moves, between=None):
+        options = opts.PlannerOptions(cooldown_hours=0.0)
+        runner = executor.Executor(
+            acts, options, executor.ApplyOptions(max_parallel=1,
+                                                 poll_interval=0.0,
+                                                 stop_on_error=False),
+            sleep=lambda seconds: between and between.pop(0)())
+        return runner.run(moves, snapshot=acts.snapshot())
+
+    def test_a_destination_disabled_after_the_first_move(self):
+        with standin.StandIn(cloud()) as sim:
+            acts = actions.Actions(sim.connection())
+            moves = [move('hot0', 'hv1', 'hv2'),
+                     move('hot1', 'hv1', 'hv4', wave=2)]
+            results = self.run_moves(sim, acts, moves, between=[
+                lambda: acts.set_service('cmp-hv4', False, 'broken disk')])
+            self.assertEqual([executor.DONE, executor.SKIPPED],
+                             [r.status for r in results])
+            self.assertIn('hv4: compute service is disabled (broken disk)',
+                          results[1].reason)
+
+    def test_a_group_member_arriving_on_the_destination(self):
+        with standin.StandIn(cloud()) as sim:
+            acts = actions.Actions(sim.connection())
+            moves = [move('hot0', 'hv1', 'hv2'),
+                     move('web1', 'hv1', 'hv4', wave=2)]
+            results = self.run_moves(sim, acts, moves, between=[
+                lambda: acts.live_migrate('id-web2', 'cmp-hv4')])
+            self.assertEqual([executor.DONE, executor.SKIPPED],
+                             [r.status for r in results])
+            self.assertIn('anti-affinity group web: hv4 already hosts web2',
+                          results[1].reason)
+
+
+if __name__ == '__main__':
+    unittest.main()
