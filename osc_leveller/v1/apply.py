@@ -232,7 +232,8 @@ def guarded(app, effective, body, history_hours=24.0):
             metrics=measure.reader_from_settings(
                 effective.section('prometheus')),
             history_hours=max(history_hours, effective['cooldown'] + 1),
-            retries=effective['cloud.retries'])
+            retries=effective['cloud.retries'],
+            progress=common.progress_of(app))
         return body(actions, journal)
     except KeyboardInterrupt:
         journal('interrupted')

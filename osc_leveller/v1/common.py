@@ -14,6 +14,7 @@ from osc_leveller.core import files
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import masking
+from osc_leveller.v1 import progress
 
 # Flags that override a setting: argparse dest -> setting key.
 FLAG_KEYS = {
@@ -197,7 +198,12 @@ def collector(app, effective):
     return collect.Collector(
         open_connection(app, effective),
         metrics=measure.reader_from_settings(effective.section('prometheus')),
-        retries=effective['cloud.retries'])
+        retries=effective['cloud.retries'], progress=progress_of(app))
+
+
+def progress_of(app):
+    """Progress of long reads on the command's stderr."""
+    return progress.Progress(app.stderr)
 
 
 def read_cloud(app, effective):
