@@ -22,19 +22,30 @@ are '{id}' in counts. Services: 'keystone', 'nova', 'placement',
 
 Simplifications: one region, one user; servers keep the snapshot's ids
 (Nova's are always uuids); actions complete at once unless
-``migration_outcome`` says otherwise; the scheduler's only checks are
-capacity and a disabled destination service.
+``migration_outcome`` or ``bandwidth`` says otherwise; the scheduler's only
+checks are capacity and a disabled destination service.
+
+For scale work (tools/scalecloud) it also answers after a per-request
+latency, serves at most ``concurrency`` requests of a service at once (the
+rest wait, as for a service's workers), records the most requests in flight,
+and times migrations (RAM / bandwidth, queued per source host as Nova's
+max_concurrent_live_migrations does, a share failing). Listings are indexed,
+so a page costs its length, not the cloud's size.
 """
 
 import collections
 import copy
+import dataclasses
 import datetime
+import functools
 import hashlib
+import heapq
 import http
 import http.server
 import json
 import math
 import os
+import random
 import re
 import select
 import socket
@@ -52,7 +63,8 @@ import yaml
 from osc_leveller.core import snapshot as snapshot_io
 
 SERVICES = ('keystone', 'nova', 'placement', 'prometheus')
-NOVA_MIN, NOVA_MAX = (2, 1), (2, 96)
+# The real Nova goes on to 2.104; 2.100 is the most openstacksdk asks for.
+NOVA_MIN, NOVA_MAX = (2, 1), (2, 100)
 PLACEMENT_MIN, PLACEMENT_MAX = (1, 0), (1, 39)
 FAULTS = ('non-json', 'shape', 'shape:null', 'shape:list', 'shape:string',
           'shape:items', 'status:NNN', 'reset', 'stall', 'slow:SECONDS')
@@ -85,9 +97,19 @@ _TRUE = ('1', 't', 'true', 'on', 'y', 'yes')
 _FALSE = ('0', 'f', 'false', 'off', 'n', 'no')
 
 
+@functools.lru_cache(maxsize=65536)  # one per project, flavor, ... in views
 def derived_uuid(kind, name):
     """The stable uuid the stand-in gives a thing the snapshot names only."""
     return str(uuid.uuid5(_NS, '%s:%s' % (kind, name)))
+
+
+def host_ip(index):
+    """Nova's host_ip of the index-th hypervisor (from 1): 192.0.2.N, then
+    the benchmarking network 198.18.0.0/15, so each is unique."""
+    if index < 250:
+        return '192.0.2.%d' % (index + 1)
+    return '198.%d.%d.%d' % (18 + (index >> 16), (index >> 8) & 255,
+                             index & 255)
 
 
 class PromQLError(Exception):
@@ -274,10 +296,13 @@ def _generic_template(path):
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     block_on_close = True  # server_close() joins the handler threads
+    # A client opening its whole connection pool at once must not lose
+    # SYNs to the listen backlog (5 by default): that costs a second each.
+    request_queue_size = 1024
 
-    def __init__(self, standin, name):
+    def __init__(self, standin, name, port=0):
         self.standin, self.name = standin, name
-        super().__init__(('127.0.0.1', 0), _Handler)
+        super().__init__(('127.0.0.1', port), _Handler)
 
     def process_request(self, request, client_address):
         # Tracked before its thread starts, so stop() can always unblock it.
@@ -297,6 +322,55 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         # Clients that hang up (timeouts, resets) are part of the tests.
         if not isinstance(sys.exc_info()[1], OSError):
             self.standin.errors.append(traceback.format_exc())
+
+
+class _Gate:
+    """One service's workers: at most limit requests served at once (None:
+    no limit), the others wait their turn; the most seen at once."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.cond = threading.Condition()
+        self.serving = self.waiting = 0
+        self.peak_in_flight = self.peak_serving = self.peak_waiting = 0
+        self.closed = False
+
+    def _free(self):
+        return self.closed or self.limit is None or self.serving < self.limit
+
+    def enter(self):
+        with self.cond:
+            self.peak_in_flight = max(self.peak_in_flight,
+                                      self.waiting + self.serving + 1)
+            if not self._free():
+                self.waiting += 1
+                self.peak_waiting = max(self.peak_waiting, self.waiting)
+                self.cond.wait_for(self._free)
+                self.waiting -= 1
+            self.serving += 1
+            self.peak_serving = max(self.peak_serving, self.serving)
+
+    def leave(self):
+        with self.cond:
+            self.serving -= 1
+            self.cond.notify()
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def stats(self):
+        with self.cond:
+            return {'in_flight': self.serving + self.waiting,
+                    'max_in_flight': self.peak_in_flight,
+                    'max_serving': self.peak_serving,
+                    'max_waiting': self.peak_waiting}
+
+    def reset(self):
+        with self.cond:
+            self.peak_in_flight = self.serving + self.waiting
+            self.peak_serving, self.peak_waiting = self.serving, self.waiting
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -352,13 +426,29 @@ class StandIn:
     providers. migration_outcome: 'completed', 'running' (until
     complete_migrations()) or 'error'; the same for cold migrations, which
     complete as 'finished' (VERIFY_RESIZE) until confirmed.
+
+    For scale work: latency, seconds before each answer (a number, or
+    {service: seconds}); concurrency, requests one service serves at once
+    (None: no limit), the rest wait; stats() says the most in flight.
+    bandwidth (MiB/s): a migration accepted with outcome 'completed' takes
+    migration_overhead + RAM / bandwidth seconds; live ones wait while
+    their source compute already runs live_migrations_per_host (Nova's
+    max_concurrent_live_migrations); failure_rate of them fail (drawn with
+    seed) and roll back, a live one to ACTIVE on its source as 'failed'.
+    keep_requests: keep every request in .requests (the counts are kept
+    either way).
     """
+
+    LISTENERS = SERVICES  # one port each
 
     def __init__(self, document=None, username='admin', password='secret',
                  project_name='admin', project_id=None,
                  roles=('admin', 'member', 'reader'), region='RegionOne',
                  max_limit=1000, prometheus=None, child_providers=None,
-                 migration_outcome='completed', prometheus_names=()):
+                 migration_outcome='completed', prometheus_names=(),
+                 latency=0.0, concurrency=None, bandwidth=None,
+                 migration_overhead=0.0, live_migrations_per_host=1,
+                 failure_rate=0.0, seed=0, keep_requests=True):
         if document is None:
             document = {'format': snapshot_io.FORMAT,
                         'taken_at': '2026-11-20T12:00:00Z',
@@ -373,6 +463,12 @@ class StandIn:
         self.prometheus = prometheus
         self.prometheus_names = list(prometheus_names)
         self.migration_outcome = migration_outcome
+        self.latency = latency
+        self.bandwidth = bandwidth
+        self.migration_overhead = migration_overhead
+        self.live_migrations_per_host = live_migrations_per_host
+        self.failure_rate = failure_rate
+        self.keep_requests = keep_requests
         self.errors = []  # tracebacks of the stand-in's own failures
         self.requests = []  # Seen records, in arrival order
         self._counts = collections.Counter()
@@ -381,7 +477,16 @@ class StandIn:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._stopping = False
+        self._stopped = threading.Event()  # ends latency waits at once
+        self._gates = {name: _Gate(concurrency) for name in SERVICES}
+        self._flight_lock = threading.Lock()
+        self._in_flight = self._peak_in_flight = 0
+        self._random = random.Random(seed)
+        self._due = []  # heap of (when, sequence, running timed migration)
+        self._queued = collections.defaultdict(collections.deque)
+        self._moving = collections.Counter()  # live migrations per source
         self._connections = set()
+        self._conn_lock = threading.Lock()
         self._servers = {}
         self._thread = None
         self._wake = None
@@ -391,8 +496,8 @@ class StandIn:
     # -- lifecycle -------------------------------------------------------
 
     def start(self):
-        for name in SERVICES:
-            self._servers[name] = _Server(self, name)
+        for name in self.LISTENERS:
+            self._servers[name] = _Server(self, name, self._port(name))
         self._wake = socket.socketpair()
         self._thread = threading.Thread(target=self._accept_loop,
                                         name='standin-accept', daemon=True)
@@ -406,9 +511,12 @@ class StandIn:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        self._stopped.set()
+        for gate in self._gates.values():
+            gate.close()
         self._wake[1].send(b'x')
         self._thread.join()
-        with self._lock:
+        with self._conn_lock:
             connections = list(self._connections)
         for conn in connections:  # unblocks handlers waiting for a request
             try:
@@ -444,8 +552,12 @@ class StandIn:
                     continue
                 server.process_request(request, address)
 
+    def _port(self, name):
+        """The port a listener binds; 0: any free one."""
+        return 0
+
     def _track(self, conn, add):
-        with self._lock:
+        with self._conn_lock:
             (self._connections.add if add else self._connections.discard)(
                 conn)
 
@@ -574,15 +686,31 @@ class StandIn:
     @property
     def counts(self):
         """Counter of (service, method, path template) -> requests."""
-        with self._lock:
+        with self._flight_lock:
             return collections.Counter(self._counts)
 
+    def stats(self):
+        """Requests in flight (arrived, not yet answered: served or
+        waiting for a slot) now and at most, overall and per service."""
+        with self._flight_lock:
+            stats = {'in_flight': self._in_flight,
+                     'max_in_flight': self._peak_in_flight}
+        stats['services'] = {name: gate.stats()
+                             for name, gate in self._gates.items()}
+        return stats
+
     def reset_counts(self):
-        with self._lock:
+        """Forget the counts, the requests and the peaks in flight."""
+        with self._flight_lock:
             self._counts.clear()
             del self.requests[:]
+            self._peak_in_flight = self._in_flight
+        for gate in self._gates.values():
+            gate.reset()
 
     def _take_fault(self, service, method, path):
+        if not self._faults:
+            return None
         with self._lock:
             for fault in reversed(self._faults):
                 if fault.matches(service, method, path):
@@ -599,16 +727,35 @@ class StandIn:
         service = handler.server.name
         length = int(handler.headers.get('Content-Length') or 0)
         body = handler.rfile.read(length) if length else b''
+        gate = self._gates[service]
+        with self._flight_lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight,
+                                       self._in_flight)
+        gate.enter()
+        try:
+            latency = self.latency.get(service, 0.0) if isinstance(
+                self.latency, dict) else self.latency
+            if latency:
+                self._stopped.wait(latency)
+            return self._serve(handler, service, body)
+        finally:
+            gate.leave()
+            with self._flight_lock:
+                self._in_flight -= 1
+
+    def _serve(self, handler, service, body):
         split = urllib.parse.urlsplit(handler.path)
         path = urllib.parse.unquote(split.path)
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
         method = handler.command
         route = self._route(service, method, path)
         template = route[0] if route else _generic_template(path)
-        with self._lock:
+        with self._flight_lock:
             self._counts[(service, method, template)] += 1
-            self.requests.append(Seen(service, method, path, template, query,
-                                      handler.headers, body))
+            if self.keep_requests:
+                self.requests.append(Seen(service, method, path, template,
+                                          query, handler.headers, body))
         fault = self._take_fault(service, method, path)
         kind = fault.kind if fault else ''
         if kind == 'reset':
@@ -655,6 +802,7 @@ class StandIn:
                         _requested_version(req.headers, 'placement')
                         or '1.0', 'placement', PLACEMENT_MIN, PLACEMENT_MAX)
                 with self._lock:
+                    self._advance()
                     result = route[1](req, *req.args)
                 status, payload = result if isinstance(result, tuple) \
                     else (200, result)
@@ -820,11 +968,14 @@ class StandIn:
     # -- state -----------------------------------------------------------
 
     def _load(self, document, child_providers):
-        snap = snapshot_io.parse(copy.deepcopy(document),
+        # A copy, as the caller's document stays as it was; through JSON,
+        # which copies a 250,000-server document ten times faster.
+        snap = snapshot_io.parse(json.loads(json.dumps(document)),
                                  origin='the stand-in document')
         self.taken_at = _from_epoch(snap.taken_at)
         self._hyps = []
         self._by_name = {}
+        self._by_host = {}
         zones = {}
         aggregates = collections.OrderedDict()
         for index, h in enumerate(snap.hypervisors):
@@ -846,10 +997,13 @@ class StandIn:
                 'cpu': {'arch': h.cpu_arch, 'model': h.cpu_model,
                         'features': sorted(h.cpu_features)},
                 'usages': dict(h.usages),
+                'metrics': {k: v for k, v in dataclasses.asdict(
+                    h.metrics).items() if v is not None} if h.metrics else {},
                 'generation': 1,
             }
             self._hyps.append(hyp)
             self._by_name[h.name] = hyp
+            self._by_host.setdefault(h.host, hyp)
             for agg in h.aggregates:
                 entry = aggregates.setdefault(agg.name, {
                     'name': agg.name, 'metadata': dict(agg.metadata),
@@ -896,7 +1050,15 @@ class StandIn:
                 'metadata': dict(s.metadata), 'tags': list(s.tags),
                 'pinned_availability_zone': s.pinned_availability_zone or None,
                 'resources': dict(s.resources),
+                'usage': {k: v for k, v in (('cpu', s.usage.cpu),
+                                            ('ram', s.usage.ram))
+                          if v is not None},
             }
+        # Pages and markers by position, hypervisors by their servers.
+        self._server_seq = list(self._server_list.values())
+        self._server_pos = {s['id']: i for i, s in enumerate(self._server_seq)}
+        self._residents = collections.Counter(
+            s['hypervisor'] for s in self._server_seq)
         self._groups_list = []
         for g in snap.server_groups:
             members = [m for m in g.members if m in self._server_list]
@@ -953,10 +1115,13 @@ class StandIn:
                 self._allocations[rp_uuid] = {
                     consumer: dict(resources) for consumer, resources in
                     child.get('allocations', {}).items()}
+        self._provider_index = {h['uuid']: h for h in self._hyps}
+        self._provider_index.update((c['uuid'], c) for c in self._children)
 
     def _add_migration(self, server_id, migration_type, status, source,
                        dest, created, updated, mid=None):
-        node = {h['host']: h['name'] for h in self._hyps}
+        node = {host: self._by_host[host]['name'] for host in (source, dest)
+                if host in self._by_host}
         server = self._server_list.get(server_id, {})
         project = server.get('project_id', self.project_id)
         migration = {
@@ -967,9 +1132,8 @@ class StandIn:
             'migration_type': migration_type,
             'source_compute': source or None, 'dest_compute': dest or None,
             'source_node': node.get(source), 'dest_node': node.get(dest),
-            'dest_host': '192.0.2.%d' % (
-                self._by_name[node[dest]]['index'] % 250 + 1)
-            if dest in node else None,
+            'dest_host': host_ip(self._by_host[dest]['index'])
+            if dest in self._by_host else None,
             'created_at': created or self.taken_at, 'updated_at': updated,
             'project_id': project, 'user_id': derived_uuid('user', project),
         }
@@ -977,22 +1141,20 @@ class StandIn:
         return migration
 
     def _rp(self, rp_uuid):
-        for hyp in self._hyps:
-            if hyp['uuid'] == rp_uuid:
-                return {'uuid': hyp['uuid'], 'name': hyp['name'],
-                        'parent': None, 'root': hyp['uuid'],
-                        'inventories': hyp['inventories'],
-                        'traits': hyp['traits'],
-                        'generation': hyp['generation']}
-        for child in self._children:
-            if child['uuid'] == rp_uuid:
-                return dict(child, root=child['parent'])
-        raise _Fail(404, 'No resource provider with uuid %s found'
-                    % rp_uuid)
+        found = self._provider_index.get(rp_uuid)
+        if found is None:
+            raise _Fail(404, 'No resource provider with uuid %s found'
+                        % rp_uuid)
+        if 'parent' in found:  # a child provider
+            return dict(found, root=found['parent'])
+        return {'uuid': found['uuid'], 'name': found['name'],
+                'parent': None, 'root': found['uuid'],
+                'inventories': found['inventories'],
+                'traits': found['traits'],
+                'generation': found['generation']}
 
     def _providers_all(self):
-        return [self._rp(h['uuid']) for h in self._hyps] + \
-            [self._rp(c['uuid']) for c in self._children]
+        return [self._rp(rp_uuid) for rp_uuid in self._provider_index]
 
     def _usage(self, rp_uuid):
         used = {}
@@ -1007,10 +1169,15 @@ class StandIn:
     def document(self):
         """The cloud now as a snapshot document (after actions, say)."""
         with self._lock:
+            self._advance()
+            member_of = collections.defaultdict(list)
+            for a in self._aggregates:
+                for host in a['hosts']:
+                    member_of[host].append(a)
             hyps = []
             for h in self._hyps:
                 aggs = [{'name': a['name'], 'metadata': dict(a['metadata'])}
-                        for a in self._aggregates if h['host'] in a['hosts']]
+                        for a in member_of[h['host']]]
                 hyps.append({
                     'name': h['name'], 'host': h['host'], 'uuid': h['uuid'],
                     'availability_zone': h['zone'], 'aggregates': aggs,
@@ -1020,6 +1187,8 @@ class StandIn:
                     'inventories': copy.deepcopy(h['inventories']),
                     'usages': self._usage(h['uuid']),
                     'cpu': dict(h['cpu']), 'traits': list(h['traits'])})
+                if h['metrics']:
+                    hyps[-1]['metrics'] = dict(h['metrics'])
             servers = []
             for s in self._server_list.values():
                 rp = self._by_name[s['hypervisor']]['uuid']
@@ -1037,6 +1206,8 @@ class StandIn:
                         s['pinned_availability_zone'],
                     'resources': dict(self._allocations[rp].get(
                         s['id'], s['resources']))})
+                if s['usage']:
+                    servers[-1]['usage'] = dict(s['usage'])
             return {
                 'format': snapshot_io.FORMAT, 'taken_at': _iso_z(
                     datetime.datetime.now(datetime.timezone.utc)),
@@ -1197,10 +1368,14 @@ class StandIn:
             raise _Fail(403, "Policy doesn't allow %s to be performed."
                         % rule)
 
-    def _paged(self, req, name, collection, items, view, key):
+    def _paged(self, req, name, collection, items, view, key, keep=None,
+               index=None):
         """{name: a page, name_links: the next} as Nova pages listings.
 
-        key(item) is an item's marker; collection the listing's path.
+        key(item) is an item's marker; collection the listing's path;
+        keep(item) whether the filters keep it; index {marker: position in
+        items}, else built here. As in Nova, the marker may name an item
+        the filters leave out.
 
         The next link comes when a page is exactly as long as the limit,
         so a listing that ends on a page boundary ends with an empty page.
@@ -1209,12 +1384,19 @@ class StandIn:
         limit = self.max_limit if limit is None else min(limit,
                                                          self.max_limit)
         marker = req.param('marker')
+        start = 0
         if marker is not None:
-            keys = [str(key(item)) for item in items]
-            if marker not in keys:
+            if index is None:
+                index = {str(key(item)): i for i, item in enumerate(items)}
+            if marker not in index:
                 raise _Fail(400, 'marker [%s] not found' % marker)
-            items = items[keys.index(marker) + 1:]
-        page = items[:limit]
+            start = index[marker] + 1
+        page = []
+        for position in range(start, len(items)):
+            if len(page) == limit:
+                break
+            if keep is None or keep(items[position]):
+                page.append(items[position])
         body = {name: [view(item) for item in page]}
         if page and len(page) == limit:
             params = {k: v[-1] for k, v in sorted(req.query.items())}
@@ -1223,54 +1405,43 @@ class StandIn:
                 self.nova_url, collection, urllib.parse.urlencode(params))}]
         return body
 
-    def _visible_servers(self, req):
+    def _server_filter(self, req):
+        """Whether a server is listed (a predicate), or None for all."""
         all_tenants = 'all_tenants' in req.query and _bool_param(
             req.param('all_tenants'))
         if all_tenants:
             self._policy(req, 'os_compute_api:servers:detail:'
                               'get_all_tenants')
-        project = req.param('project_id') or req.param('tenant_id')
-        servers = []
-        for server in self._server_list.values():
-            if all_tenants:
-                if project and server['project_id'] != project:
-                    continue
-            elif server['project_id'] != req.token['project_id']:
-                continue
-            servers.append(server)
-        return servers
-
-    def _servers_filtered(self, req):
-        servers = self._visible_servers(req)
+        project = req.param('project_id') or req.param('tenant_id') \
+            if all_tenants else req.token['project_id']
         # Nova drops the admin-only host filter for others.
         host = req.param('host') if req.admin else None
         node = req.param('node') if req.admin else None
         status, name = req.param('status'), req.param('name')
-        result = []
-        for server in servers:
-            if host and self._server_host(server) != host:
-                continue
-            if node and server['hypervisor'] != node:
-                continue
-            if status and server['status'] != status.upper():
-                continue
-            if name and not re.search(name, server['name']):
-                continue
-            result.append(server)
-        return result
+        if not (project or host or node or status or name):
+            return None
+
+        def keep(server):
+            return not (
+                project and server['project_id'] != project or
+                host and self._server_host(server) != host or
+                node and server['hypervisor'] != node or
+                status and server['status'] != status.upper() or
+                name and not re.search(name, server['name']))
+        return keep
 
     def _servers_brief(self, req):
         return self._paged(
-            req, 'servers', 'servers', self._servers_filtered(req),
+            req, 'servers', 'servers', self._server_seq,
             lambda s: {'id': s['id'], 'name': s['name'],
                        'links': self._server_links(s['id'])},
-            lambda s: s['id'])
+            lambda s: s['id'], self._server_filter(req), self._server_pos)
 
     def _servers_detail(self, req):
         return self._paged(
-            req, 'servers', 'servers/detail', self._servers_filtered(req),
+            req, 'servers', 'servers/detail', self._server_seq,
             lambda s: self._server_view(req, s, detail=True),
-            lambda s: s['id'])
+            lambda s: s['id'], self._server_filter(req), self._server_pos)
 
     def _server(self, req, server_id):
         server = self._server_list.get(server_id)
@@ -1301,9 +1472,13 @@ class StandIn:
             image = {'id': image_id, 'links': [{
                 'rel': 'bookmark',
                 'href': '%s/images/%s' % (self.url('nova'), image_id)}]}
+            if v >= (2, 98):  # the image properties Nova keeps (none here)
+                image['properties'] = {}
         if v >= (2, 47):
-            flavor = copy.deepcopy(s['flavor'])
-            if not req.admin:
+            flavor = dict(s['flavor'])
+            if req.admin:
+                flavor['extra_specs'] = dict(flavor['extra_specs'])
+            else:
                 del flavor['extra_specs']
         else:
             flavor_id = derived_uuid('flavor', s['flavor']['original_name'])
@@ -1365,8 +1540,13 @@ class StandIn:
                                      if s['id'] in g['members']]
         if v >= (2, 73):
             view['locked_reason'] = None
+        if v >= (2, 90) and not req.admin:
+            view['OS-EXT-SRV-ATTR:hostname'] = re.sub(
+                r'[^a-z0-9-]', '-', s['name'].lower())
         if v >= (2, 96):
             view['pinned_availability_zone'] = s['pinned_availability_zone']
+        if v >= (2, 100):
+            view['scheduler_hints'] = {}
         return view
 
     # -- Nova: actions and migrations -----------------------------------------
@@ -1427,13 +1607,13 @@ class StandIn:
                 raise _Fail(400, 'No valid host was found.')
             return min(others, key=lambda h: sum(
                 self._usage(h['uuid']).values()))
-        found = [h for h in self._hyps if h['host'] == host]
-        if not found:
+        found = self._by_host.get(host)
+        if found is None:
             raise _Fail(400, 'Compute host %s could not be found.' % host)
-        if found[0] is current:
+        if found is current:
             raise _Fail(400, 'Unable to migrate instance (%s) to current '
                         'host (%s).' % (server['id'], host))
-        return found[0]
+        return found
 
     def _fits(self, hyp, resources):
         used = self._usage(hyp['uuid'])
@@ -1448,12 +1628,13 @@ class StandIn:
         return True
 
     def _migrate(self, server, dest, migration_type):
-        """Nova's conductor and computes, in one step or left running."""
-        now = datetime.datetime.now(datetime.timezone.utc)
+        """Nova's conductor and computes: done at once, left running, or
+        timed (bandwidth)."""
+        now = time.time()
         source = self._by_name[server['hypervisor']]
         migration = self._add_migration(
             server['id'], migration_type, 'accepted', source['host'],
-            dest['host'], now, now)
+            dest['host'], _from_epoch(now), _from_epoch(now))
         resources = self._allocations[source['uuid']].get(
             server['id'], dict(server['resources']))
         outcome = self.migration_outcome
@@ -1472,37 +1653,98 @@ class StandIn:
             migration['status'] = 'migrating'
             server.update(prior_status=server['status'], status='RESIZE',
                           task_state='resize_migrating')
-        if outcome == 'completed':
+        if outcome != 'completed':
+            return
+        if self.bandwidth is None:
             self._complete(migration)
+            return
+        migration['seconds'] = self.migration_overhead + \
+            server['flavor']['ram'] / self.bandwidth
+        migration['fails'] = self._random.random() < self.failure_rate
+        if migration_type == 'live-migration':
+            migration['status'] = 'queued'
+            self._queued[source['host']].append(migration)
+            self._start_queued(source['host'], now)
+        else:
+            self._run(migration, now)
 
-    def _complete(self, migration):
+    def _run(self, migration, at):
+        """A timed migration starts moving at epoch second at."""
+        live = migration['migration_type'] == 'live-migration'
+        self._finish(migration, 'running' if live else 'migrating', at)
+        heapq.heappush(self._due, (at + migration['seconds'],
+                                   migration['id'], migration))
+        if live:
+            self._moving[migration['source_compute']] += 1
+
+    def _start_queued(self, host, at):
+        queue = self._queued[host]
+        while queue and self._moving[host] < self.live_migrations_per_host:
+            self._run(queue.popleft(), at)
+
+    def _advance(self, now=None):
+        """Timed migrations due by now end, in the order they end, and
+        queued ones start as their source compute frees up."""
+        now = time.time() if now is None else now
+        while self._due and self._due[0][0] <= now:
+            when, _, migration = heapq.heappop(self._due)
+            if migration['status'] not in ('running', 'migrating'):
+                continue  # aborted meanwhile
+            self._end(migration, when, migration['fails'])
+
+    def _end(self, migration, at=None, fail=False):
+        live = migration['migration_type'] == 'live-migration'
+        if fail:  # the compute rolls it back
+            self._roll_back(migration, 'failed' if live else 'error', at)
+        else:
+            self._complete(migration, at)
+        if live and 'seconds' in migration:
+            self._moving[migration['source_compute']] -= 1
+            self._start_queued(migration['source_compute'], at or time.time())
+
+    def _complete(self, migration, at=None):
         server = self._server_list[migration['instance_uuid']]
         source = self._by_name[migration['source_node']]
+        self._residents[server['hypervisor']] -= 1
+        self._residents[migration['dest_node']] += 1
         server['hypervisor'] = migration['dest_node']
         if migration['migration_type'] == 'live-migration':
             self._allocations[source['uuid']].pop(migration['uuid'], None)
             server.update(status='ACTIVE', task_state=None)
-            self._finish(migration, 'completed')
+            self._finish(migration, 'completed', at)
         else:  # the source allocation stays until the resize is confirmed
             server.update(status='VERIFY_RESIZE', task_state=None)
-            self._finish(migration, 'finished')
+            self._finish(migration, 'finished', at)
 
-    def _finish(self, migration, status):
-        migration.update(status=status, updated_at=datetime.datetime.now(
-            datetime.timezone.utc))
+    def _roll_back(self, migration, status, at=None):
+        """Back on the source as it was, the allocations too."""
+        server = self._server_list[migration['instance_uuid']]
+        source = self._by_name[migration['source_node']]
+        dest = self._by_name[migration['dest_node']]
+        self._allocations[dest['uuid']].pop(server['id'], None)
+        self._allocations[source['uuid']][server['id']] = \
+            self._allocations[source['uuid']].pop(migration['uuid'],
+                                                  server['resources'])
+        server.update(status=server.pop('prior_status', 'ACTIVE'),
+                      task_state=None)
+        self._finish(migration, status, at)
+
+    def _finish(self, migration, status, at=None):
+        migration.update(status=status, updated_at=_from_epoch(at) if at
+                         else datetime.datetime.now(datetime.timezone.utc))
 
     def complete_migrations(self):
         """Finish every running migration (migration_outcome='running')."""
         with self._lock:
             for migration in self._migration_list:
                 if migration['status'] in ('running', 'migrating'):
-                    self._complete(migration)
+                    self._end(migration)
 
     def _abort(self, req, server_id, migration_id):
         if req.version < (2, 24):
             raise _Fail(404, 'The resource could not be found.')
         self._policy(req, 'os_compute_api:servers:migrations:delete')
-        server = self._server(req, server_id)
+        self._server(req, server_id)
         migration = next((m for m in self._migration_list
                           if str(m['id']) == migration_id and
                           m['instance_uuid'] == server_id), None)
@@ -1516,13 +1758,14 @@ class StandIn:
             raise _Fail(400, 'Migration %s state of instance %s is %s. '
                         'Cannot abort live migration in this state.' % (
                             migration_id, server_id, migration['status']))
-        source = self._by_name[migration['source_node']]
-        dest = self._by_name[migration['dest_node']]
-        self._allocations[dest['uuid']].pop(server_id, None)
-        self._allocations[source['uuid']][server_id] = \
-            self._allocations[source['uuid']].pop(migration['uuid'])
-        server.update(status='ACTIVE', task_state=None)
-        self._finish(migration, 'cancelled')
+        host = migration['source_compute']
+        was_running = migration['status'] == 'running'
+        self._roll_back(migration, 'cancelled')
+        if migration in self._queued[host]:
+            self._queued[host].remove(migration)
+        elif was_running and 'seconds' in migration:
+            self._moving[host] -= 1
+            self._start_queued(host, time.time())
         return 202, None
 
     def _migration_view(self, req, m):
@@ -1633,7 +1876,7 @@ class StandIn:
             return view
         view.update({
             'hypervisor_type': 'QEMU', 'hypervisor_version': 8002000,
-            'host_ip': '192.0.2.%d' % (h['index'] % 250 + 1),
+            'host_ip': host_ip(h['index']),
             'service': {'id': h['service_uuid'] if v >= (2, 53)
                         else h['index'], 'host': h['host'],
                         'disabled_reason': h['disabled_reason']}})
@@ -1661,8 +1904,7 @@ class StandIn:
             'free_ram_mb': total('MEMORY_MB') - ram_used,
             'free_disk_gb': total('DISK_GB') - used.get('DISK_GB', 0),
             'current_workload': 0,
-            'running_vms': sum(1 for s in self._server_list.values()
-                               if s['hypervisor'] == h['name']),
+            'running_vms': self._residents[h['name']],
             'disk_available_least': total('DISK_GB') - used.get('DISK_GB',
                                                                 0),
             # 2.28 turned cpu_info from a JSON string into an object.

@@ -385,9 +385,9 @@ class TestProtocol(unittest.TestCase):
             response.json()['hypervisors'][0]['cpu_info'])['model'])
         self.assertEqual('compute 2.1', self.nova('/os-services').headers[
             'OpenStack-API-Version'])
-        self.assertEqual('compute 2.96', self.nova(
+        self.assertEqual('compute 2.100', self.nova(
             '/os-services', 'latest').headers['OpenStack-API-Version'])
-        self.assertEqual(406, self.nova('/os-services', '2.97').status_code)
+        self.assertEqual(406, self.nova('/os-services', '2.101').status_code)
         self.assertEqual(400, self.nova('/os-services', '2.x').status_code)
         self.assertEqual(401, requests.get(
             self.cloud.nova_url + '/os-services').status_code)
