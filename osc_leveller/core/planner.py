@@ -108,16 +108,11 @@ class Planner:
         self.domain_of = {
             h: scoring.domain_of(snapshot.hypervisor(h), self.by_model)
             for h in self.scope}
-        self.movable = {h: [] for h in self.scope}
         self.exchanges = 0
+        # Filled host by host as the search reaches them: most hypervisors
+        # are never a source.
+        self._movable = {}  # hypervisor -> ids of servers that may move
         self._costs = {}  # server id -> GiB moved + move cost
-        self.refusals = {}
-        for server in snapshot.servers:
-            reason = filters.why_not_movable(server, self.rules)
-            if reason:
-                self.refusals[server.id] = reason
-            elif server.hypervisor in self.movable:
-                self.movable[server.hypervisor].append(server.id)
 
     def _in_scope(self, hyp):
         return hyp.usable and filters.in_scope(hyp, self.options)
@@ -286,7 +281,7 @@ class Planner:
             s_c, s_r = parts(src)
             s_sum = s_c + s_r
             host = hosts[src]
-            for sid in self.movable[src]:
+            for sid in self._movable_on(src):
                 if sid in moved:
                     continue
                 load = loads[sid]
@@ -429,9 +424,18 @@ class Planner:
                     'pair': (a, b, src, dst)}
         return None
 
+    def _movable_on(self, host):
+        """Servers of an in-scope hypervisor that may move at all."""
+        ids = self._movable.get(host)
+        if ids is None:
+            ids = self._movable[host] = [
+                s.id for s in self.snapshot.servers_on(host)
+                if not filters.why_not_movable(s, self.rules)]
+        return ids
+
     def _free(self, host):
         """Servers of a host the planner may still move."""
-        return [sid for sid in self.movable[host]
+        return [sid for sid in self._movable_on(host)
                 if sid not in self.state.moved]
 
     def _exchange(self, domain, best, last_wave):

@@ -66,13 +66,31 @@ class ServerLoad:
     alloc_ram_mb: int
 
 
+class _ServerLoads(dict):
+    """{server id: ServerLoad}, filled a hypervisor at a time on first use:
+    a plan reads the servers of a few hypervisors, not of all."""
+
+    def __init__(self, load_model, snapshot):
+        super().__init__()
+        self._load_model = load_model
+        self._snapshot = snapshot
+
+    def __missing__(self, server_id):
+        server = self._snapshot.server(server_id)
+        if server is None or server.hypervisor not in self._load_model.hosts:
+            raise KeyError(server_id)
+        self.update(self._load_model._loads_on(self._snapshot,
+                                               server.hypervisor))
+        return self[server_id]
+
+
 class LoadModel:
     """Scores for a snapshot under given weights; never changes it."""
 
     def __init__(self, snapshot, weights=None):
         self.weights = dict(weights or DEFAULT_WEIGHTS)
         self.hosts = {h.name: self._host(h) for h in snapshot.hypervisors}
-        self.servers = self._servers(snapshot)
+        self.servers = _ServerLoads(self, snapshot)
 
     def _host(self, hyp):
         metrics = hyp.metrics
@@ -106,25 +124,24 @@ class LoadModel:
             cpu_coef=w['cpu'] / (total * cpu_size),
             ram_coef=w['ram'] / (total * ram_size))
 
-    def _servers(self, snapshot):
-        """Per-server load; unmeasured servers get their host's average."""
+    def _loads_on(self, snapshot, hyp_name):
+        """{server id: ServerLoad} of one hypervisor's servers; unmeasured
+        servers get their host's average."""
         loads = {}
-        for hyp in snapshot.hypervisors:
-            host = self.hosts[hyp.name]
-            on_host = snapshot.servers_on(hyp.name)
-            cpu_per_vcpu = ram_per_mb = 0.0
-            if host.mode == METRICS:
-                vcpus = sum(_cpu_allocated(s.resources) for s in on_host)
-                ram = sum(s.resources.get(model.MEMORY_MB, 0)
-                          for s in on_host)
-                cpu_per_vcpu = min(1.0, host.cpu_load / vcpus) if vcpus else 0
-                ram_per_mb = min(1.0, host.ram_load / ram) if ram else 0
-            for s in on_host:
-                vcpus = _cpu_allocated(s.resources)
-                ram = s.resources.get(model.MEMORY_MB, 0)
-                cpu = s.usage.cpu if s.usage.cpu is not None else cpu_per_vcpu
-                mem = s.usage.ram if s.usage.ram is not None else ram_per_mb
-                loads[s.id] = ServerLoad(cpu * vcpus, mem * ram, vcpus, ram)
+        host = self.hosts[hyp_name]
+        on_host = snapshot.servers_on(hyp_name)
+        cpu_per_vcpu = ram_per_mb = 0.0
+        if host.mode == METRICS:
+            vcpus = sum(_cpu_allocated(s.resources) for s in on_host)
+            ram = sum(s.resources.get(model.MEMORY_MB, 0) for s in on_host)
+            cpu_per_vcpu = min(1.0, host.cpu_load / vcpus) if vcpus else 0
+            ram_per_mb = min(1.0, host.ram_load / ram) if ram else 0
+        for s in on_host:
+            vcpus = _cpu_allocated(s.resources)
+            ram = s.resources.get(model.MEMORY_MB, 0)
+            cpu = s.usage.cpu if s.usage.cpu is not None else cpu_per_vcpu
+            mem = s.usage.ram if s.usage.ram is not None else ram_per_mb
+            loads[s.id] = ServerLoad(cpu * vcpus, mem * ram, vcpus, ram)
         return loads
 
     def amounts(self, server_id, host_name):
