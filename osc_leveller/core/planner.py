@@ -112,7 +112,8 @@ class Planner:
         # Filled host by host as the search reaches them: most hypervisors
         # are never a source.
         self._movable = {}  # hypervisor -> ids of servers that may move
-        self._costs = {}  # server id -> GiB moved + move cost
+        self._tables = {}  # hypervisor -> {host model: _moves_of}
+        self._loads = {}  # (hypervisor, host model) -> _loads_of
 
     def _in_scope(self, hyp):
         return hyp.usable and filters.in_scope(hyp, self.options)
@@ -247,10 +248,8 @@ class Planner:
         never below a computed gain. Most servers of a hot host never
         get past their bound.
         """
-        options = self.options
-        min_gain = max(options.min_gain, 1e-12)
+        min_gain = max(self.options.min_gain, 1e-12)
         hosts = self.model.hosts
-        metrics = scoring.METRICS
         n = len(domain.hosts)
         total_c, total_r = domain.total
         total = total_c + total_r
@@ -262,74 +261,42 @@ class Planner:
         classes = {}
         for dst in dests:
             p_c, p_r = parts(dst)
-            host = hosts[dst]
-            classes.setdefault(
-                (host.cpu_coef, host.ram_coef, host.mode == metrics),
-                []).append((dst, p_c, p_r, p_c + p_r))
-        classes = [(cpu_coef, ram_coef, measured,
-                    min(t[1] for t in targets), max(t[1] for t in targets),
-                    min(t[2] for t in targets), max(t[2] for t in targets),
-                    targets)
-                   for (cpu_coef, ram_coef, measured), targets
-                   in classes.items()]
-        moved = self.state.moved
-        loads = self.model.servers
-        costs = self._costs
+            classes.setdefault(_model_of(hosts[dst]), []).append(
+                (dst, p_c, p_r, p_c + p_r))
+        classes = [(key, min(t[1] for t in targets),
+                    max(t[1] for t in targets), min(t[2] for t in targets),
+                    max(t[2] for t in targets), targets)
+                   for key, targets in classes.items()]
         units = []
         heap = []
         for src in sources:
-            s_c, s_r = parts(src)
-            s_sum = s_c + s_r
-            host = hosts[src]
-            for sid in self._movable_on(src):
-                if sid in moved:
-                    continue
-                load = loads[sid]
-                if host.mode == metrics:
-                    a_c = host.cpu_coef * load.cores
-                    a_r = host.ram_coef * load.ram_mb
-                else:
-                    a_c = host.cpu_coef * load.vcpus
-                    a_r = host.ram_coef * load.alloc_ram_mb
-                cost = costs.get(sid)
-                if cost is None:
-                    cost = costs[sid] = self.snapshot.server(sid).ram_gb + \
-                        options.move_cost_gb
-                fixed = -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r
-                a = a_c + a_r
-                score_fixed = -2 * a * s_sum + a * a
-                for (cpu_coef, ram_coef, measured, lo_c, hi_c, lo_r, hi_r,
-                     targets) in classes:
-                    if measured:
-                        b_c = cpu_coef * load.cores
-                        b_r = ram_coef * load.ram_mb
-                    else:
-                        b_c = cpu_coef * load.vcpus
-                        b_r = ram_coef * load.alloc_ram_mb
-                    d_c, d_r = b_c - a_c, b_r - a_r
-                    shift = (2 * total_c * d_c + d_c * d_c
-                             + 2 * total_r * d_r + d_r * d_r) / n
+            for key, lo_c, hi_c, lo_r, hi_r, targets in classes:
+                for unit in self._moves_of(src, key):
+                    (sid, cost, fixed, b_c, b_r, d_c, d_r, b, d_total,
+                     score_fixed) = unit
+                    if d_c or d_r:
+                        shift = (2 * total_c * d_c + d_c * d_c
+                                 + 2 * total_r * d_r + d_r * d_r) / n
+                    else:  # what the line above gives, whatever the totals
+                        shift = 0.0
                     q_c = lo_c if b_c >= 0 else hi_c
                     q_r = lo_r if b_r >= 0 else hi_r
                     bound = -(fixed + 2 * b_c * q_c + b_c * b_c
                               + 2 * b_r * q_r + b_r * b_r - shift)
                     if bound <= min_gain:
                         continue
-                    b = b_c + b_r
-                    d_total = b - a
                     drop = spread - (max(0.0, sse - bound) / n) ** 0.5
                     heap.append((-(drop + slack) / cost, 0, len(units)))
-                    units.append((
-                        sid, src, cost, fixed, b_c, b_r, shift, b,
-                        score_fixed,
-                        (2 * total * d_total + d_total ** 2) / n, targets))
+                    units.append((unit, src, shift, targets))
         heapq.heapify(heap)
         rejected = {}
         while heap:
             entry = heapq.heappop(heap)
             if entry[1] == 0:
-                (sid, src, cost, fixed, b_c, b_r, shift, b, score_fixed,
-                 score_shift, targets) = units[entry[2]]
+                unit, src, shift, targets = units[entry[2]]
+                (sid, cost, fixed, b_c, b_r, d_c, d_r, b, d_total,
+                 score_fixed) = unit
+                score_shift = (2 * total * d_total + d_total ** 2) / n
                 for dst, p_c, p_r, p_sum in targets:
                     if dst == src:
                         continue
@@ -357,6 +324,56 @@ class Planner:
                         'refused': rejected.get(sid)}
             rejected.setdefault(sid, (dst, reason))
         return None
+
+    def _moves_of(self, src, model):
+        """What the search needs of each server of src that may still
+        move, towards hosts of the given model: kept until a move touches
+        src, as only the destinations' parts and the domain's totals change
+        under it."""
+        tables = self._tables.setdefault(src, {})
+        table = tables.get(model)
+        if table is None:
+            s_c, s_r = self.state.parts(src)
+            s_sum = s_c + s_r
+            moved = self.state.moved
+            table = tables[model] = [
+                (sid, cost,
+                 -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r,
+                 b_c, b_r, d_c, d_r, b, d_total, -2 * a * s_sum + a * a)
+                for sid, cost, a_c, a_r, a, b_c, b_r, d_c, d_r, b, d_total
+                in self._loads_of(src, model) if sid not in moved]
+        return table
+
+    def _loads_of(self, src, model):
+        """Per server of src that may move: its cost and the parts it
+        takes from src and brings to a host of the given model."""
+        loads = self._loads.get((src, model))
+        if loads is not None:
+            return loads
+        loads = self._loads[src, model] = []
+        host = self.model.hosts[src]
+        cpu_coef, ram_coef, measured = model
+        for sid in self._movable_on(src):
+            load = self.model.servers[sid]
+            # LoadModel.amounts and parts, inlined.
+            if host.mode == scoring.METRICS:
+                a_c = host.cpu_coef * load.cores
+                a_r = host.ram_coef * load.ram_mb
+            else:
+                a_c = host.cpu_coef * load.vcpus
+                a_r = host.ram_coef * load.alloc_ram_mb
+            if measured:
+                b_c = cpu_coef * load.cores
+                b_r = ram_coef * load.ram_mb
+            else:
+                b_c = cpu_coef * load.vcpus
+                b_r = ram_coef * load.alloc_ram_mb
+            a, b = a_c + a_r, b_c + b_r
+            loads.append((
+                sid, self.snapshot.server(sid).ram_gb
+                + self.options.move_cost_gb, a_c, a_r, a, b_c, b_r,
+                b_c - a_c, b_r - a_r, b, b - a))
+        return loads
 
     @staticmethod
     def _score_gain(domain, s_src, a, s_dst, b):
@@ -481,6 +498,8 @@ class Planner:
         hottest = max(domain.hosts, key=lambda h: (self.state.score(h), h))
         mean = domain.mean()
         self.state.apply(sid, dst)
+        self._tables.pop(src, None)
+        self._tables.pop(dst, None)
         src_after, dst_after = self.state.score(src), self.state.score(dst)
         domain.update(src_parts, self.state.parts(src))
         domain.update(dst_parts, self.state.parts(dst))
@@ -535,6 +554,11 @@ class Planner:
         order = {'current': 0, 'accepted': 1, 'rejected': 2}
         rows.sort(key=lambda r: (order[r[3]], r[2], r[0]))
         return refusal, rows
+
+
+def _model_of(host):
+    """Hosts alike for the load a server brings: same mode, coefficients."""
+    return host.cpu_coef, host.ram_coef, host.mode == scoring.METRICS
 
 
 def _describe(server, load_model):
