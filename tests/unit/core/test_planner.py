@@ -2,12 +2,18 @@ import copy
 import dataclasses
 import json
 import unittest
+from unittest import mock
 
+import hypothesis
+from hypothesis import strategies as st
+
+from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 from tests.unit import oracle
+from tests.unit.core import test_properties
 
 
 def plan(snap, **options):
@@ -384,3 +390,77 @@ class TestOracleRefuses(unittest.TestCase):
             with self.subTest(bad=sorted(bad)):
                 with self.assertRaises(AssertionError):
                     replay(self.doc, dataclasses.replace(self.plan, **bad))
+
+
+def full_sort(self, domain, sources, dests):
+    """Planner._search as it was before its bounds: every candidate
+    computed, sorted, then filtered; the same arithmetic."""
+    min_gain = max(self.options.min_gain, 1e-12)
+    n = len(domain.hosts)
+    total_c, total_r = domain.total
+    spread = domain.spread()
+    sse = spread * spread * n
+    candidates = []
+    for src in sources:
+        s_c, s_r = self.state.parts(src)
+        for sid in self._free(src):
+            a_c, a_r = self.model.server_parts(sid, src)
+            cost = self.snapshot.server(sid).ram_gb + self.options.move_cost_gb
+            fixed = -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r
+            for dst in dests:
+                if dst == src:
+                    continue
+                p_c, p_r = self.state.parts(dst)
+                b_c, b_r = self.model.server_parts(sid, dst)
+                d_c, d_r = b_c - a_c, b_r - a_r
+                gain = -(fixed + 2 * b_c * p_c + b_c * b_c
+                         + 2 * b_r * p_r + b_r * b_r
+                         - (2 * total_c * d_c + d_c * d_c
+                            + 2 * total_r * d_r + d_r * d_r) / n)
+                if gain > min_gain and self._score_gain(
+                        domain, s_c + s_r, a_c + a_r, p_c + p_r,
+                        b_c + b_r) >= 0:
+                    drop = spread - (max(0.0, sse - gain) / n) ** 0.5
+                    candidates.append((-drop / cost, sid, dst, src, gain))
+    candidates.sort()
+    rejected = {}
+    for neg_value, sid, dst, src, gain in candidates:
+        reason = filters.why_not_destination(
+            self.snapshot.server(sid), self.snapshot.hypervisor(dst),
+            self.state, self.rules)
+        if reason is None:
+            return {'value': -neg_value, 'server': sid, 'source': src,
+                    'destination': dst, 'gain': gain,
+                    'refused': rejected.get(sid)}
+        rejected.setdefault(sid, (dst, reason))
+    return None
+
+
+class TestSearchOrder(unittest.TestCase):
+    """The search skips candidates by bounds, yet finds what a full sort
+    of every candidate finds, to the last bit, in every search of a plan:
+    hosts of several sizes and modes in a domain, weights that favour one
+    dimension."""
+
+    @hypothesis.settings(max_examples=150, deadline=None)
+    @hypothesis.given(document=test_properties.clouds(),
+                      compatibility=st.sampled_from([opts.CPU_MODEL,
+                                                     opts.CPU_FEATURES]),
+                      cpu_weight=st.sampled_from([1.0, 3.0]),
+                      move_cost=st.sampled_from([0.0, 64.0, 1e6]))
+    def test_search_finds_what_a_full_sort_finds(
+            self, document, compatibility, cpu_weight, move_cost):
+        search = planner.Planner._search
+
+        def checked(planner_self, domain, sources, dests):
+            found = search(planner_self, domain, sources, dests)
+            self.assertEqual(full_sort(planner_self, domain, sources, dests),
+                             found)
+            return found
+
+        weights = dict(opts.PlannerOptions().weights, cpu=cpu_weight)
+        options = opts.PlannerOptions(
+            threshold=0.0, min_gain=0.0, max_moves=40, weights=weights,
+            move_cost_gb=move_cost, cpu_compatibility=compatibility)
+        with mock.patch.object(planner.Planner, '_search', checked):
+            planner.make_plan(parse(document), options)
