@@ -300,8 +300,8 @@ class Planner:
                 for dst, p_c, p_r, p_sum in targets:
                     if dst == src:
                         continue
-                    # As _Domain.gain and _score_gain compute them, in the
-                    # same order, so the same figures.
+                    # _Domain.gain and _score_gain inlined, with the
+                    # arithmetic of the bound above, operand for operand.
                     gain = -(fixed + 2 * b_c * p_c + b_c * b_c
                              + 2 * b_r * p_r + b_r * b_r - shift)
                     if gain > min_gain and -(
