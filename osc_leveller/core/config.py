@@ -15,6 +15,7 @@ import string
 import urllib.parse
 
 from osc_leveller.core import errors
+from osc_leveller.core import files
 from osc_leveller.core import options
 from osc_leveller.core import scoring
 
@@ -97,6 +98,10 @@ KEYS = (
         help='Only balance these availability zones (empty: all)'),
     Key('projects', LIST, (),
         help='Only move servers of these projects (empty: all)'),
+    Key('max_snapshot_mb', INT, files.MAX_MB, minimum=1,
+        help='Largest snapshot file read, in MiB; a larger one is refused '
+             'unread, since loading takes about seven times its size in '
+             'memory'),
 ) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
     Key('cloud.connect_timeout', FLOAT, 10.0, minimum=0, above=True,
         maximum=3600,

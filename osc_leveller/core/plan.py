@@ -127,9 +127,11 @@ def _move_doc(move):
     return doc
 
 
-def from_document(document, origin='plan'):
+def from_document(document, origin='plan', strict=False):
+    """A Plan from a decoded plan document; strict: read by a strict JSON
+    reader (see validation.validate)."""
     try:
-        validation.validate(document, validation.load_schema('plan-v1'))
+        validation.validate(document, 'plan-v1', strict)
         moves = tuple(_move(m) for m in document['moves'])
         kind = document.get('kind', BALANCE)
         _check_chains(moves, kind)
@@ -222,16 +224,16 @@ def write(plan, path):
                                         sort_keys=True) + '\n', 'plan file')
 
 
-def read(path):
+def read(path, max_mb=files.MAX_MB):
     try:
-        document = files.parse_json(files.read_text(path, 'plan file'), path)
+        document, strict = files.read_json(path, 'plan file', max_mb)
     except files.FileError as exc:
         raise PlanError(str(exc)) from None
     if not isinstance(document, dict) or document.get('format') != FORMAT:
         raise PlanError('%s is not an osc-leveller plan (format %r expected)'
                         % (path, FORMAT))
     try:
-        return from_document(document, origin=path)
+        return from_document(document, origin=path, strict=strict)
     except RecursionError:
         raise PlanError('%s is nested too deeply to be a plan' % path) \
             from None

@@ -6,12 +6,16 @@ accepts the simple cluster JSON of the Watcher baseline harness (see
 core.watcher_cluster), so one file can run through both planners.
 """
 
+import contextlib
 import dataclasses
 import datetime
+import gc
 import json
 import math
 import os
 from importlib import resources
+
+import orjson
 
 from osc_leveller.core import errors
 from osc_leveller.core import files
@@ -27,51 +31,78 @@ class SnapshotError(errors.LevellerError, ValueError):
     """The snapshot cannot be used; the message says why and where."""
 
 
-def load(ref):
-    """A Snapshot from 'demo' or a file path, validated."""
+def load(ref, max_mb=files.MAX_MB):
+    """A Snapshot from 'demo' or a file path, validated; a file of over
+    max_mb MiB is refused unread."""
     if ref == DEMO:
         text = resources.files('osc_leveller.data').joinpath(
             'demo-snapshot.json').read_text(encoding='utf-8')
         return parse(json.loads(text), origin='the demo snapshot')
     try:
-        text = files.read_text(ref, 'snapshot file')
+        with _no_gc():
+            document, strict = files.read_json(ref, 'snapshot file', max_mb)
+    except files.TooLarge as exc:
+        raise SnapshotError('%s: loading it takes about seven times its size '
+                            'in memory (setting max_snapshot_mb raises the '
+                            'limit)' % exc) from None
     except files.FileError as exc:
         if not os.path.exists(ref):
             raise SnapshotError('%s (use --snapshot demo for the bundled '
                                 'demo)' % exc) from None
         raise SnapshotError(str(exc)) from None
-    try:
-        return parse(files.parse_json(text, ref), origin=ref)
-    except files.FileError as exc:
-        raise SnapshotError(str(exc)) from None
+    return parse(document, origin=ref, strict=strict)
 
 
-def parse(document, origin='snapshot'):
-    """A Snapshot from a decoded JSON document of either known format."""
-    if isinstance(document, dict) and 'format' not in document and \
-            watcher_cluster.looks_like(document):
-        try:
-            document = watcher_cluster.to_snapshot_document(document, origin)
-        except validation.ValidationError as exc:
+def parse(document, origin='snapshot', strict=False):
+    """A Snapshot from a decoded JSON document of either known format.
+
+    strict: read by a strict JSON reader (see validation.validate).
+    """
+    with _no_gc():
+        schema = 'snapshot-v1'
+        if isinstance(document, dict) and 'format' not in document and \
+                watcher_cluster.looks_like(document):
+            try:
+                document = watcher_cluster.to_snapshot_document(
+                    document, origin, strict)
+            except validation.ValidationError as exc:
+                raise SnapshotError(
+                    '%s (Watcher cluster file): %s' % (origin, exc)) from exc
+            except RecursionError:
+                raise SnapshotError('%s is nested too deeply to be a '
+                                    'snapshot' % origin) from None
+            schema = None  # valid as made (the unit tests check it)
+        elif not isinstance(document, dict) or 'format' not in document:
             raise SnapshotError(
-                '%s (Watcher cluster file): %s' % (origin, exc)) from exc
-        document['format'] = FORMAT
-    if not isinstance(document, dict) or 'format' not in document:
-        raise SnapshotError(
-            '%s is neither an osc-leveller snapshot (no "format" field) nor '
-            'a Watcher baseline cluster file' % origin)
-    if document['format'] != FORMAT:
-        raise SnapshotError(
-            '%s has format %r; this osc-leveller reads %r' % (
-                origin, document['format'], FORMAT))
+                '%s is neither an osc-leveller snapshot (no "format" field) '
+                'nor a Watcher baseline cluster file' % origin)
+        elif document['format'] != FORMAT:
+            raise SnapshotError(
+                '%s has format %r; this osc-leveller reads %r' % (
+                    origin, document['format'], FORMAT))
+        try:
+            if schema:
+                validation.validate(document, schema, strict)
+            return _build(document)
+        except validation.ValidationError as exc:
+            raise SnapshotError('%s: %s' % (origin, exc)) from exc
+        except RecursionError:
+            raise SnapshotError('%s is nested too deeply to be a snapshot'
+                                % origin) from None
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """Loading makes millions of objects and no reference cycles: the
+    cyclic garbage collector, run every few hundred allocations, would
+    walk them again and again (half the time of loading)."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        validation.validate(document, validation.load_schema('snapshot-v1'))
-        return _build(document)
-    except validation.ValidationError as exc:
-        raise SnapshotError('%s: %s' % (origin, exc)) from exc
-    except RecursionError:
-        raise SnapshotError('%s is nested too deeply to be a snapshot'
-                            % origin) from None
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_time(text, path='timestamp'):
@@ -143,19 +174,12 @@ def _build(doc):
             raise validation.ValidationError(
                 'hypervisors[%d].name' % i, 'duplicate hypervisor %r' % hyp.name)
         names.add(hyp.name)
-    servers = []
-    ids = set()
-    for i, data in enumerate(doc['servers']):
-        server = _server(data)
-        path = 'servers[%d]' % i
-        if server.id in ids:
-            raise validation.ValidationError(
-                path + '.id', 'duplicate server %r' % server.id)
-        if server.hypervisor not in names:
-            raise validation.ValidationError(
-                path + '.hypervisor', 'unknown hypervisor %r' % server.hypervisor)
-        ids.add(server.id)
-        servers.append(server)
+    flavors = {}
+    servers = tuple(_server(data, flavors) for data in doc['servers'])
+    ids = {server.id for server in servers}
+    if len(ids) < len(servers) or not names.issuperset(
+            server.hypervisor for server in servers):
+        _find_bad_server(servers, names)
     hypervisors = _fill_usages(hypervisors, servers, doc['hypervisors'])
     groups = tuple(_server_group(g) for g in doc.get('server_groups', ()))
     migrations = tuple(
@@ -163,12 +187,25 @@ def _build(doc):
         for i, m in enumerate(doc.get('migrations', ())))
     return model.Snapshot(
         hypervisors=hypervisors,
-        servers=tuple(servers),
+        servers=servers,
         server_groups=groups,
         migrations=migrations,
         taken_at=parse_time(doc['taken_at'], 'taken_at'),
         source=model.frozen_mapping(doc.get('source')),
     )
+
+
+def _find_bad_server(servers, names):
+    ids = set()
+    for i, server in enumerate(servers):
+        if server.id in ids:
+            raise validation.ValidationError(
+                'servers[%d].id' % i, 'duplicate server %r' % server.id)
+        if server.hypervisor not in names:
+            raise validation.ValidationError(
+                'servers[%d].hypervisor' % i,
+                'unknown hypervisor %r' % server.hypervisor)
+        ids.add(server.id)
 
 
 def _hypervisor(data, path):
@@ -226,39 +263,58 @@ def _fill_usages(hypervisors, servers, raw):
         for hyp, data in zip(hypervisors, raw))
 
 
-def _server(data):
-    raw_flavor = data['flavor']
-    flavor = model.Flavor(
-        name=raw_flavor.get('name') or raw_flavor.get('original_name') or '',
-        vcpus=raw_flavor['vcpus'],
-        ram=raw_flavor['ram'],
-        disk=raw_flavor.get('disk', 0),
-        ephemeral=raw_flavor.get('ephemeral', 0),
-        swap=raw_flavor.get('swap', 0),
-        extra_specs=model.frozen_mapping(raw_flavor.get('extra_specs')))
+def _server(data, flavors):
+    flavor, resources_ = _flavor(data, flavors)
+    get = data.get
+    groups, metadata, tags, blockers, usage = (
+        get('server_groups'), get('metadata'), get('tags'), get('blockers'),
+        get('usage'))
+    return model.make(model.Server, {
+        'id': data['id'],
+        'name': get('name') or '',
+        'hypervisor': data['hypervisor'],
+        'project_id': get('project_id') or '',
+        'status': get('status', 'ACTIVE'),
+        'task_state': get('task_state'),
+        'locked': get('locked', False),
+        'flavor': flavor,
+        'boot_from_volume': get('boot_from_volume', False),
+        'server_groups': tuple(groups) if groups else (),
+        'metadata': model.frozen_mapping(metadata),
+        'tags': tuple(tags) if tags else (),
+        'pinned_availability_zone': get('pinned_availability_zone') or '',
+        'resources': resources_ if 'resources' not in data else
+        model.frozen_mapping(data['resources']),
+        'blockers': tuple(blockers) if blockers else (),
+        'usage': model.make(model.ServerUsage, {
+            'cpu': usage.get('cpu'), 'ram': usage.get('ram')})
+        if usage else _NO_USAGE,
+    })
+
+
+_NO_USAGE = model.ServerUsage()
+
+
+def _flavor(data, flavors):
+    """(Flavor, what it allocates) of a server, one pair per distinct
+    flavor: 500,000 servers have a few dozen."""
+    raw = data['flavor']
     bfv = data.get('boot_from_volume', False)
-    resources_ = data.get('resources')
-    if resources_ is None:
-        resources_ = flavor_resources(flavor, bfv)
-    usage = data.get('usage') or {}
-    return model.Server(
-        id=data['id'],
-        name=data.get('name') or '',
-        hypervisor=data['hypervisor'],
-        project_id=data.get('project_id') or '',
-        status=data.get('status', 'ACTIVE'),
-        task_state=data.get('task_state'),
-        locked=data.get('locked', False),
-        flavor=flavor,
-        boot_from_volume=bfv,
-        server_groups=tuple(data.get('server_groups', ())),
-        metadata=model.frozen_mapping(data.get('metadata')),
-        tags=tuple(data.get('tags', ())),
-        pinned_availability_zone=data.get('pinned_availability_zone') or '',
-        resources=model.frozen_mapping(resources_),
-        blockers=tuple(data.get('blockers', ())),
-        usage=model.ServerUsage(**usage),
-    )
+    # The JSON text: == would take a flavor of 2.0 vCPUs for one of 2.
+    key = orjson.dumps(raw), bfv
+    found = flavors.get(key)
+    if found is None:
+        flavor = model.Flavor(
+            name=raw.get('name') or raw.get('original_name') or '',
+            vcpus=raw['vcpus'],
+            ram=raw['ram'],
+            disk=raw.get('disk', 0),
+            ephemeral=raw.get('ephemeral', 0),
+            swap=raw.get('swap', 0),
+            extra_specs=model.frozen_mapping(raw.get('extra_specs')))
+        found = flavors[key] = (flavor, model.frozen_mapping(
+            flavor_resources(flavor, bfv)))
+    return found
 
 
 def _server_group(data):

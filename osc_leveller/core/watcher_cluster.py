@@ -21,39 +21,52 @@ def looks_like(document):
         isinstance(h, dict) and 'vcpus' in h for h in hypervisors))
 
 
-def to_snapshot_document(cluster, origin):
-    """A snapshot document without its "format"; ValidationError if bad."""
-    validation.validate(cluster, validation.load_schema('watcher-cluster'))
-    names = {h['name'] for h in cluster['hypervisors']}
+def to_snapshot_document(cluster, origin, strict=False):
+    """A snapshot document without its "format"; ValidationError if bad.
+
+    strict: read by a strict JSON reader (see validation.validate).
+    """
+    validation.validate(cluster, 'watcher-cluster', strict)
+    return convert(cluster, origin)
+
+
+def convert(cluster, origin):
+    """The snapshot document of a valid cluster, valid itself once given
+    its "format"; ValidationError for a server on no hypervisor."""
+    load = {h['name']: [0.0, 0.0] for h in cluster['hypervisors']}
     groups = cluster.get('server_groups', [])
     member_of = {}
     for group in groups:
         for member in group['members']:
             member_of.setdefault(member, []).append(group['id'])
-    load = {name: [0.0, 0.0] for name in names}
     servers = []
     for index, s in enumerate(cluster['servers']):
-        if s['host'] not in names:
+        host = s['host']
+        total = load.get(host)
+        if total is None:
             raise validation.ValidationError(
-                'servers[%d].host' % index, 'unknown hypervisor %r' % s['host'])
+                'servers[%d].host' % index, 'unknown hypervisor %r' % host)
         cpu, ram = s.get('cpu_util', 0.0), s.get('mem_util', 0.0)
-        load[s['host']][0] += cpu * s['vcpus']
-        load[s['host']][1] += ram * s['memory_mb']
-        disk = s.get('disk_gb', 0)
-        servers.append({
+        total[0] += cpu * s['vcpus']
+        total[1] += ram * s['memory_mb']
+        # Only what differs from a snapshot's defaults.
+        server = {
             'id': s['id'],
             'name': s.get('name') or s['id'],
-            'project_id': s.get('project_id') or '',
-            'hypervisor': s['host'],
-            'host': s['host'],
-            'status': s.get('status', 'ACTIVE'),
+            'hypervisor': host,
             'flavor': {'vcpus': s['vcpus'], 'ram': s['memory_mb'],
-                       'disk': disk},
-            'boot_from_volume': False,
-            'metadata': dict(s.get('metadata') or {}),
+                       'disk': s.get('disk_gb', 0)},
             'usage': {'cpu': cpu, 'ram': ram},
-            'server_groups': member_of.get(s['id'], []),
-        })
+        }
+        if 'project_id' in s:
+            server['project_id'] = s['project_id']
+        if 'status' in s:
+            server['status'] = s['status']
+        if 'metadata' in s:
+            server['metadata'] = s['metadata']
+        if s['id'] in member_of:
+            server['server_groups'] = member_of[s['id']]
+        servers.append(server)
     return {
         'taken_at': '1970-01-01T00:00:00Z',
         'source': {'kind': 'watcher-cluster', 'description': origin},

@@ -184,7 +184,7 @@ def load_snapshot(parsed_args, app, effective):
     """The --snapshot file, or the live cloud the shell was pointed at."""
     path = given(parsed_args, 'snapshot')
     if path is not None:
-        snap = snapshot_io.load(path)
+        snap = snapshot_io.load(path, effective['max_snapshot_mb'])
     else:
         snap = snapshot_io.parse(read_cloud(app, effective),
                                  origin='the cloud')

@@ -96,6 +96,12 @@ YAML_TOO_DEEP = 10000
 
 
 @dataclasses.dataclass
+class Sparse:
+    """A file entry of this many bytes that takes no disk space."""
+    size: int
+
+
+@dataclasses.dataclass
 class Cloud:
     """The stand-in cloud a live case runs against.
 
@@ -115,8 +121,9 @@ class Cloud:
 @dataclasses.dataclass
 class Case:
     """One bad input: argv after ``openstack --os-cloud standin``, files
-    to write first (name -> text, bytes, DIRECTORY, or None for none), the
-    exit code the user guide documents, and what the message must name.
+    to write first (name -> text, bytes, DIRECTORY, Sparse, or None for
+    none), the exit code the user guide documents, and what the message
+    must name.
     DIR in argv, files and expect is the case's own directory."""
     kind: str
     description: str
@@ -609,6 +616,17 @@ def gen_snapshot_files(rng, count):
     for label, document, where in _semantic_snapshot(doc):
         add(label, to_json(document), (where,), argv=_snapshot_commands(
             path)[3])  # the plan is written: its times must print
+    # Refused unread, before the plan file is written.
+    cases.append(Case(
+        'snapshot-file', 'a 2 GiB file', _snapshot_commands(path)[3],
+        expect=(path, '2048 MiB, over the limit of 1024 MiB',
+                'max_snapshot_mb'),
+        files={'snapshot.json': Sparse(2 ** 31)}, memory_mb=BOMB_MEMORY_MB))
+    cases.append(Case(
+        'snapshot-file', 'over the size limit set', _snapshot_commands(path)[3],
+        expect=(path, 'over the limit of 1 MiB', 'max_snapshot_mb'),
+        files={'snapshot.json': text + ' ' * 2 ** 20},
+        leveller='max_snapshot_mb: 1\n'))
     mutate = Mutator(doc, 'snapshot-v1')
     watcher = Mutator(watcher_doc(), 'watcher-cluster', keep=lambda p: (
         len(p) > 2 or p[0] not in ('hypervisors', 'servers')) and
@@ -1514,6 +1532,9 @@ def _write_files(case, directory):
             continue
         if content is DIRECTORY:
             os.mkdir(path)
+        elif isinstance(content, Sparse):
+            with open(path, 'wb') as f:
+                f.truncate(content.size)
         elif isinstance(content, bytes):
             with open(path, 'wb') as f:
                 f.write(content)

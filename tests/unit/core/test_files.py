@@ -92,3 +92,66 @@ class TestRead(unittest.TestCase):
             files.parse_json('1' * 5000, 'long.json')
         self.assertIn('long.json is not valid JSON: Exceeds the limit',
                       str(ctx.exception))
+
+
+class TestReadJson(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.path = os.path.join(tmp.name, 's.json')
+
+    def read(self, content, **kw):
+        with open(self.path, 'wb') as f:
+            f.write(content)
+        return files.read_json(self.path, 'snapshot file', **kw)
+
+    def test_strict_json(self):
+        self.assertEqual(({'a': [1, 2.5, '\u00e9']}, True),
+                         self.read(b'{"a": [1, 2.5, "\\u00e9"]}'))
+
+    def test_what_only_python_reads(self):
+        # Python's reader reads it, so that validation can name the field.
+        for text, value in ((b'NaN', 'nan'), (b'-Infinity', '-inf'),
+                            (b'1e400', 'inf'), (b'"\\ud800"', "'\\ud800'")):
+            with self.subTest(text=text):
+                document, strict = self.read(b'{"a": [%s]}' % text)
+                self.assertFalse(strict)
+                self.assertEqual(value, repr(document['a'][0]))
+
+    def test_errors_are_python_readers(self):
+        with self.assertRaises(files.FileError) as ctx:
+            self.read(b'\xef\xbb\xbf{}')
+        self.assertIn('s.json is not valid JSON: Unexpected UTF-8 BOM',
+                      str(ctx.exception))
+        with self.assertRaises(files.FileError) as ctx:
+            self.read(b'{"a": "\xff"}')
+        self.assertIn('is not UTF-8 text (byte 7 is not)', str(ctx.exception))
+        with self.assertRaises(files.FileError) as ctx:
+            self.read(b'[' * 100000 + b']' * 100000)
+        self.assertIn('nested too deeply', str(ctx.exception))
+
+
+class TestSizeLimit(unittest.TestCase):
+    def test_a_file_above_the_limit_is_not_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'big.json')
+            with open(path, 'wb') as f:
+                f.truncate(3 * files.MiB)  # sparse: no disk used
+            with mock.patch('builtins.open', wraps=open) as opened:
+                with self.assertRaises(files.TooLarge) as ctx:
+                    files.read_json(path, 'snapshot file', max_mb=2)
+            self.assertEqual('snapshot file %s is 3 MiB, over the limit of 2 '
+                             'MiB' % path, str(ctx.exception))
+            self.assertEqual(1, opened.call_count)
+            # At the limit it is read.
+            with open(path, 'wb') as f:
+                f.write(b' ' * (files.MiB - 3) + b'[1]')
+            self.assertEqual(([1], True), files.read_json(
+                path, 'snapshot file', max_mb=1))
+
+    def test_a_stream_is_read_up_to_the_limit(self):
+        # A device or a pipe has no size until read: /dev/zero never ends.
+        with self.assertRaises(files.TooLarge) as ctx:
+            files.read_text('/dev/zero', 'snapshot file', max_mb=1)
+        self.assertEqual('snapshot file /dev/zero is over the limit of 1 MiB',
+                         str(ctx.exception))

@@ -1,5 +1,6 @@
 import collections
 import copy
+import dataclasses
 import json
 import os
 import tempfile
@@ -63,6 +64,34 @@ class TestRoundTrip(unittest.TestCase):
         self.assertEqual(snap.server_groups, again.server_groups)
         self.assertEqual(snap.migrations, again.migrations)
         self.assertEqual(snap.taken_at, again.taken_at)
+
+
+class TestBuild(unittest.TestCase):
+    def test_servers_have_every_field(self):
+        # Built by model.make, not by the dataclass's __init__.
+        snap = snapshot_io.load('demo')
+        names = {f.name for f in dataclasses.fields(model.Server)}
+        for server in snap.servers:
+            self.assertEqual(names, set(vars(server)))
+            self.assertEqual(server, model.Server(**vars(server)))
+            self.assertEqual(server.usage, model.ServerUsage(
+                **vars(server.usage)))
+
+    def test_flavors_are_shared_as_written(self):
+        hyps, servers = b.three_hosts()
+        doc = b.document(hyps, servers)
+        doc['servers'][1]['flavor'] = dict(doc['servers'][0]['flavor'])
+        doc['servers'][2]['flavor'] = dict(doc['servers'][0]['flavor'],
+                                           vcpus=float(
+                                               doc['servers'][0]['flavor'][
+                                                   'vcpus']))
+        first, same, floats = snapshot_io.parse(doc).servers[:3]
+        self.assertIs(first.flavor, same.flavor)
+        self.assertIs(first.resources, same.resources)
+        # 2.0 vCPUs stay a float, as written.
+        self.assertEqual(first.flavor, floats.flavor)
+        self.assertIs(int, type(first.resources['VCPU']))
+        self.assertIs(float, type(floats.resources['VCPU']))
 
 
 class TestFlavorResources(unittest.TestCase):
@@ -190,3 +219,11 @@ class TestBadSnapshots(unittest.TestCase):
             with open(good, 'w') as f:
                 json.dump(self.good(), f)
             self.assertEqual(3, len(snapshot_io.load(good).hypervisors))
+            with open(good, 'a') as f:
+                f.write(' ' * 2 ** 20)
+            with self.assertRaises(snapshot_io.SnapshotError) as ctx:
+                snapshot_io.load(good, max_mb=1)
+            self.assertEqual(
+                'snapshot file %s is 2 MiB, over the limit of 1 MiB: loading '
+                'it takes about seven times its size in memory (setting '
+                'max_snapshot_mb raises the limit)' % good, str(ctx.exception))

@@ -8,6 +8,8 @@ from osc_leveller.core import model
 from osc_leveller.core import options as opts
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import state as state_mod
+from osc_leveller.core import validation
+from osc_leveller.core import watcher_cluster
 
 CLUSTER = {
     'hypervisors': [
@@ -79,6 +81,24 @@ class TestWatcherCluster(unittest.TestCase):
             with open(path, 'w') as f:
                 json.dump(CLUSTER, f)
             self.assertEqual(2, len(snapshot_io.load(path).servers))
+
+    def test_the_snapshot_document_is_valid(self):
+        # parse() does not validate what the conversion makes: this does.
+        cluster = json.loads(json.dumps(CLUSTER))
+        cluster['hypervisors'][0].update(
+            uuid='u-cn1', reserved_vcpus=2, disk_ratio=1.5, state='down',
+            disabled_reason=None, az=None, cpu_model=None, extra=[1])
+        cluster['servers'][0].update(project_id=None, metadata={'a': 'b'},
+                                     extra={'x': None})
+        cluster['servers'][1].update(name=None, project_id='p1')
+        cluster['server_groups'] = [{'id': 'g1', 'name': None,
+                                     'policy': 'affinity',
+                                     'members': ['u1', 'u9']}]
+        for doc in (CLUSTER, cluster):
+            document = watcher_cluster.to_snapshot_document(
+                json.loads(json.dumps(doc)), 'c.json')
+            validation.validate(dict(document, format=snapshot_io.FORMAT),
+                                'snapshot-v1')
 
     def test_errors_name_the_cluster_field(self):
         bad = json.loads(json.dumps(CLUSTER))
