@@ -12,6 +12,7 @@ times, and the connection pool holds as many connections as the collector
 has threads, so parallel Placement reads never wait for a free one.
 """
 
+import logging
 import urllib.parse
 
 from keystoneauth1 import exceptions as ksa_exc
@@ -46,6 +47,7 @@ def open_connection(cloud_config, options, settings=None, request_id=None):
         raise collect.CollectError(
             'cannot connect to the cloud: %s (choose one with --os-cloud or '
             'OS_* variables, or plan offline with --snapshot)' % exc) from exc
+    skip_unlogged_bodies()
     # requests takes a (connect, read) pair where the SDK sets one figure.
     conn.session.timeout = (connect, read)
     adapter = ksa_session.TCPKeepAliveAdapter(pool_maxsize=collect.WORKERS)
@@ -63,6 +65,19 @@ def open_connection(cloud_config, options, settings=None, request_id=None):
             access.will_expire_soon()
             access.service_catalog.get_endpoints()
     return conn
+
+
+def skip_unlogged_bodies():
+    """keystoneauth decodes and re-encodes every response body for a debug
+    line whenever its logger is enabled for debug, which the shell's root
+    logger makes it, even when no handler writes debug lines: 50,000
+    servers cost seconds of that. Unless a handler takes debug lines
+    (``--debug``, a debug log file), its logger skips them."""
+    handlers = [h for h in logging.getLogger().handlers]
+    if handlers and min(h.level for h in handlers) > logging.DEBUG:
+        session = logging.getLogger('keystoneauth.session')
+        if session.level == logging.NOTSET:
+            session.setLevel(logging.INFO)
 
 
 def _authentication(region):

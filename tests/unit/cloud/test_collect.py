@@ -14,7 +14,9 @@ import collections
 import contextlib
 import datetime
 import http
+import io
 import json
+import logging
 import types
 import unittest
 import urllib.parse
@@ -595,6 +597,37 @@ class TestConnection(unittest.TestCase):
         config.get_one.assert_called_once_with(
             cloud='nope', argparse=mock.ANY, validate=True,
             app_name='osc-leveller')
+
+
+class TestResponseBodies(unittest.TestCase):
+    """keystoneauth formats each response body for a debug line; without a
+    handler for debug lines that is skipped (seconds at 50,000 servers)."""
+
+    def setUp(self):
+        from osc_leveller.cloud import connection
+        self.skip = connection.skip_unlogged_bodies
+        root = logging.getLogger()
+        session = logging.getLogger('keystoneauth.session')
+        saved = (list(root.handlers), session.level)
+        self.addCleanup(lambda: (setattr(root, 'handlers', saved[0]),
+                                 session.setLevel(saved[1])))
+        session.setLevel(logging.NOTSET)
+        self.session = session
+
+    def with_handler(self, level):
+        handler = logging.StreamHandler(io.StringIO())
+        handler.setLevel(level)
+        logging.getLogger().handlers = [handler]
+
+    def test_skipped_when_nothing_writes_debug_lines(self):
+        self.with_handler(logging.WARNING)
+        self.skip()
+        self.assertFalse(self.session.isEnabledFor(logging.DEBUG))
+
+    def test_kept_for_debug(self):
+        self.with_handler(logging.DEBUG)
+        self.skip()
+        self.assertEqual(logging.NOTSET, self.session.level)
 
 
 class FakeReader:
