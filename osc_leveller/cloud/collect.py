@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import json
+import time
 import urllib.parse
 
 import requests
@@ -248,6 +249,13 @@ class Collector:
         # providers (id -> name) and Nova's host_ip of each hypervisor.
         self.children = {}
         self.host_ips = {}
+        self.last_reading = None  # (monotonic time, measure.Reading)
+
+    def read(self, refs, servers):
+        """The metrics reader's Reading, remembered with its time."""
+        reading = self.metrics.read(refs, servers)
+        self.last_reading = (time.monotonic(), reading)
+        return reading
 
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
@@ -286,8 +294,7 @@ class Collector:
                          for h in hyps}
         if self.metrics is not None:
             say.begin('Prometheus')
-            self.coverage = add_metrics(document, self.metrics,
-                                        self.host_ips)
+            self.coverage = add_metrics(document, self, self.host_ips)
             say.end('load of %d hypervisors, %d servers' % (
                 sum(1 for h in document['hypervisors'] if h['metrics']),
                 sum(1 for s in document['servers'] if 'usage' in s)))

@@ -15,12 +15,16 @@ one by one, so that the group rules see where they are now.
 """
 
 import datetime
+import time
 
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import prometheus
+
+# Seconds a Prometheus answer serves the re-checks of later moves.
+MEASURED_MAX_AGE = 60.0
 
 
 def refresh(collector, document, server_ids, hypervisors, now=None):
@@ -151,15 +155,24 @@ def _own(document, nova_servers, held, collector):
 
 
 def _measure(document, collector, names):
-    """Measured load of the re-read hypervisors and of their servers."""
+    """Measured load of the re-read hypervisors and of their servers.
+
+    Prometheus answers for every hypervisor and server at once, so it is
+    asked again only when its last answer is older than MEASURED_MAX_AGE:
+    the figures are averages over minutes (prometheus.window) anyway.
+    """
     refs = [hostmatch.HostRef(h['name'], h['host'],
                               collector.host_ips.get(h['name']))
             for h in document['hypervisors']]
-    try:
-        reading = collector.metrics.read(refs, {
-            s['id']: s['hypervisor'] for s in document['servers']})
-    except prometheus.PrometheusError as exc:
-        raise collect.CollectError(str(exc)) from exc
+    last = collector.last_reading
+    if last is not None and time.monotonic() - last[0] < MEASURED_MAX_AGE:
+        reading = last[1]
+    else:
+        try:
+            reading = collector.read(refs, {
+                s['id']: s['hypervisor'] for s in document['servers']})
+        except prometheus.PrometheusError as exc:
+            raise collect.CollectError(str(exc)) from exc
     document['hypervisors'] = [
         dict(h, metrics=reading.hosts.get(h['name'])) if h['name'] in names
         else h for h in document['hypervisors']]

@@ -8,10 +8,12 @@ the targeted read sees must still be refused.
 import collections
 import copy
 import unittest
+from unittest import mock
 
 from osc_leveller.cloud import actions
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
+from osc_leveller.cloud import refresh
 from osc_leveller.core import executor
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
@@ -98,7 +100,16 @@ class TestRefresh(unittest.TestCase):
             hosts['192.0.2.2:9100'] = 0.95
             hosts['192.0.2.3:9100'] = 0.05
             guests['id-hot0'] = 0.875
-            after = acts.snapshot(moves=[move('hot0', 'hv1', 'hv2')])
+            m = move('hot0', 'hv1', 'hv2')
+            # Prometheus' answer serves a minute of re-checks...
+            sim.reset_counts()
+            soon = acts.snapshot(moves=[m])
+            self.assertEqual(0, sum(n for key, n in sim.counts.items()
+                                    if key[0] == 'prometheus'))
+            self.assertEqual(0.1, soon.hypervisor('hv1').metrics.cpu)
+            # ... and is asked again after that.
+            with mock.patch.object(refresh, 'MEASURED_MAX_AGE', 0.0):
+                after = acts.snapshot(moves=[m])
             whole = actions.Actions(sim.connection(), metrics=reader)
             whole.snapshot()
         self.assertEqual(0.1, before.hypervisor('hv1').metrics.cpu)
