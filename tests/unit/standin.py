@@ -84,7 +84,7 @@ _VM_STATES = {'ACTIVE': ('active', 1), 'SHUTOFF': ('stopped', 4),
               'SHELVED_OFFLOADED': ('shelved_offloaded', 4),
               'RESCUE': ('rescued', 1), 'REBOOT': ('active', 1),
               'HARD_REBOOT': ('active', 1), 'REBUILD': ('active', 1)}
-_PROGRESS_STATUSES = ('BUILD', 'REBUILD', 'RESIZE', 'VERIFY_RESIZE',
+_PROGRESS_STATUSES = ('ACTIVE', 'BUILD', 'REBUILD', 'RESIZE', 'VERIFY_RESIZE',
                       'MIGRATING')
 _NOVA_FAULTS = {400: 'badRequest', 401: 'unauthorized', 403: 'forbidden',
                 404: 'itemNotFound', 405: 'badMethod',
@@ -468,6 +468,7 @@ class StandIn:
         self.migration_overhead = migration_overhead
         self.live_migrations_per_host = live_migrations_per_host
         self.failure_rate = failure_rate
+        self.clock = time.time  # of timed migrations; a test may set its own
         self.keep_requests = keep_requests
         self.errors = []  # tracebacks of the stand-in's own failures
         self.requests = []  # Seen records, in arrival order
@@ -1060,8 +1061,11 @@ class StandIn:
         self._residents = collections.Counter(
             s['hypervisor'] for s in self._server_seq)
         self._groups_list = []
+        self._member_of = {}  # server id: its groups' ids
         for g in snap.server_groups:
             members = [m for m in g.members if m in self._server_list]
+            for member in members:
+                self._member_of.setdefault(member, []).append(g.id)
             owner = g.project_id or (
                 self._server_list[members[0]]['project_id'] if members
                 else self.project_id)
@@ -1536,8 +1540,7 @@ class StandIn:
         if v >= (2, 63):
             view['trusted_image_certificates'] = None
         if v >= (2, 71) and not detail:
-            view['server_groups'] = [g['id'] for g in self._groups_list
-                                     if s['id'] in g['members']]
+            view['server_groups'] = list(self._member_of.get(s['id'], ()))
         if v >= (2, 73):
             view['locked_reason'] = None
         if v >= (2, 90) and not req.admin:
@@ -1545,8 +1548,10 @@ class StandIn:
                 r'[^a-z0-9-]', '-', s['name'].lower())
         if v >= (2, 96):
             view['pinned_availability_zone'] = s['pinned_availability_zone']
-        if v >= (2, 100):
-            view['scheduler_hints'] = {}
+        if v >= (2, 100):  # a group's members were booted with its hint
+            view['scheduler_hints'] = {'group': [
+                self._member_of[s['id']][0]]} if s['id'] in self._member_of \
+                else {}
         return view
 
     # -- Nova: actions and migrations -----------------------------------------
@@ -1564,31 +1569,25 @@ class StandIn:
                 raise _Fail(400, "Invalid input for field/attribute "
                             "os-migrateLive. Value: %s. 'block_migration' "
                             "is a required property" % args)
-            if server['status'] not in ('ACTIVE', 'PAUSED'):
-                raise _Fail(409, "Cannot 'os-migrateLive' instance %s while "
-                            "it is in vm_state %s" % (
-                                server_id, _VM_STATES.get(
-                                    server['status'], ('?',))[0]))
+            self._check_state(server, 'os-migrateLive', ('ACTIVE', 'PAUSED'))
             self._migrate(server, self._destination(server, args.get('host')),
                           'live-migration')
             return 202, None
         if name == 'migrate':
             self._policy(req, 'os_compute_api:os-migrate-server:migrate')
-            if server['status'] not in ('ACTIVE', 'SHUTOFF'):
-                raise _Fail(409, "Cannot 'migrate' instance %s while it is "
-                            "in vm_state %s" % (server_id, _VM_STATES.get(
-                                server['status'], ('?',))[0]))
+            self._check_state(server, 'migrate', ('ACTIVE', 'SHUTOFF'))
             host = (args or {}).get('host') if req.version >= (2, 56) \
                 else None
             self._migrate(server, self._destination(server, host),
                           'migration')
             return 202, None
         if name == 'confirmResize':
+            self._check_state(server, 'confirmResize', ('VERIFY_RESIZE',))
             migration = next(
                 (m for m in reversed(self._migration_list)
                  if m['instance_uuid'] == server_id and
                  m['status'] == 'finished'), None)
-            if server['status'] != 'VERIFY_RESIZE' or migration is None:
+            if migration is None:
                 raise _Fail(400, 'Instance has not been resized.')
             source = self._by_name[migration['source_node']]
             self._allocations[source['uuid']].pop(migration['uuid'], None)
@@ -1597,6 +1596,19 @@ class StandIn:
                           task_state=None)
             return 204, None
         raise _Fail(400, 'There is no such action: %s' % name)
+
+    @staticmethod
+    def _check_state(server, action, statuses):
+        """Nova's check_instance_state: one of these statuses (vm_states),
+        and no task under way."""
+        if server['status'] not in statuses:
+            raise _Fail(409, "Cannot '%s' instance %s while it is in "
+                        "vm_state %s" % (action, server['id'], _VM_STATES.get(
+                            server['status'], ('?',))[0]))
+        if server['task_state'] is not None:
+            raise _Fail(409, "Cannot '%s' instance %s while it is in "
+                        "task_state %s" % (action, server['id'],
+                                           server['task_state']))
 
     def _destination(self, server, host):
         current = self._by_name[server['hypervisor']]
@@ -1630,7 +1642,7 @@ class StandIn:
     def _migrate(self, server, dest, migration_type):
         """Nova's conductor and computes: done at once, left running, or
         timed (bandwidth)."""
-        now = time.time()
+        now = self.clock()
         source = self._by_name[server['hypervisor']]
         migration = self._add_migration(
             server['id'], migration_type, 'accepted', source['host'],
@@ -1685,7 +1697,7 @@ class StandIn:
     def _advance(self, now=None):
         """Timed migrations due by now end, in the order they end, and
         queued ones start as their source compute frees up."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         while self._due and self._due[0][0] <= now:
             when, _, migration = heapq.heappop(self._due)
             if migration['status'] not in ('running', 'migrating'):
@@ -1700,7 +1712,8 @@ class StandIn:
             self._complete(migration, at)
         if live and 'seconds' in migration:
             self._moving[migration['source_compute']] -= 1
-            self._start_queued(migration['source_compute'], at or time.time())
+            self._start_queued(migration['source_compute'],
+                               at or self.clock())
 
     def _complete(self, migration, at=None):
         server = self._server_list[migration['instance_uuid']]
@@ -1730,8 +1743,8 @@ class StandIn:
         self._finish(migration, status, at)
 
     def _finish(self, migration, status, at=None):
-        migration.update(status=status, updated_at=_from_epoch(at) if at
-                         else datetime.datetime.now(datetime.timezone.utc))
+        migration.update(status=status, updated_at=_from_epoch(
+            self.clock() if at is None else at))
 
     def complete_migrations(self):
         """Finish every running migration (migration_outcome='running')."""
@@ -1744,7 +1757,9 @@ class StandIn:
         if req.version < (2, 24):
             raise _Fail(404, 'The resource could not be found.')
         self._policy(req, 'os_compute_api:servers:migrations:delete')
-        self._server(req, server_id)
+        if self._server(req, server_id)['task_state'] != 'migrating':
+            raise _Fail(409, "Instance %s is in an invalid state for 'abort "
+                        "live migration'" % server_id)
         migration = next((m for m in self._migration_list
                           if str(m['id']) == migration_id and
                           m['instance_uuid'] == server_id), None)
@@ -1765,7 +1780,7 @@ class StandIn:
             self._queued[host].remove(migration)
         elif was_running and 'seconds' in migration:
             self._moving[host] -= 1
-            self._start_queued(host, time.time())
+            self._start_queued(host, self.clock())
         return 202, None
 
     def _migration_view(self, req, m):
@@ -1893,7 +1908,7 @@ class StandIn:
         if h['cpu']['arch'] or h['cpu']['model'] or h['cpu']['features']:
             cpu = {'arch': h['cpu']['arch'], 'model': h['cpu']['model'],
                    'vendor': 'Intel', 'topology': {
-                       'cells': 1, 'sockets': 1, 'threads': 2,
+                       'sockets': 1, 'threads': 2,
                        'cores': max(1, total('VCPU') // 2)},
                    'features': list(h['cpu']['features'])}
         view.update({
@@ -2129,10 +2144,14 @@ class StandIn:
 
     def _rp_allocations(self, req, rp_uuid):
         rp = self._rp(rp_uuid)
-        return {'allocations': {
-            consumer: {'resources': dict(resources)}
-            for consumer, resources in self._allocations[rp_uuid].items()},
-            'resource_provider_generation': rp['generation']}
+        allocations = {consumer: {'resources': dict(resources)}
+                       for consumer, resources in
+                       self._allocations[rp_uuid].items()}
+        if req.version >= (1, 28):
+            for allocation in allocations.values():
+                allocation['consumer_generation'] = 1
+        return {'allocations': allocations,
+                'resource_provider_generation': rp['generation']}
 
     def _traits(self, req, rp_uuid):
         if req.version < (1, 6):
@@ -2182,9 +2201,13 @@ class StandIn:
                        for labels, value in samples]}}
 
     def _prom_values(self, req, label):
-        # Only metric names are asked for; match[] is not applied here.
-        return {'status': 'success', 'data': list(
-            self.prometheus_names if label == '__name__' else [])}
+        # Only metric names are asked for, and matched by name only.
+        names = self.prometheus_names if label == '__name__' else []
+        for selector in req.query.get('match[]', ()):
+            match = re.fullmatch(r'\{__name__=~"(.*)"\}', selector)
+            if match:
+                names = [n for n in names if re.fullmatch(match.group(1), n)]
+        return {'status': 'success', 'data': list(names)}
 
 
 class _WithHeaders:

@@ -114,47 +114,52 @@ class TestServing(unittest.TestCase):
         dest = next(h['name'] for h in doc['hypervisors']
                     if h['name'] != source)
         uuid = {h['name']: h['uuid'] for h in doc['hypervisors']}
-        # At most 0.15 s each, whatever their RAM.
-        bandwidth = max(s['memory_mb'] for s in moving) / 0.15
-        first = moving[0]['memory_mb'] / bandwidth
-        with scale.ScaleCloud(doc, latency=0, bandwidth=bandwidth,
-                              failure_rate=0.0) as cloud:
+        seconds = [s['memory_mb'] / 1024.0 for s in moving]
+        with scale.ScaleCloud(doc, latency=0, bandwidth=1024.0) as cloud:
+            now = [time.time()]
+            cloud.clock = lambda: now[0]  # the test says when time passes
             client = Client(cloud)
-            start = time.monotonic()
+
+            def migrations():
+                return [m['status'] for m in sorted(client.nova(
+                    '/os-migrations', '2.80').json()['migrations'],
+                    key=lambda m: m['id'])]
+
             for server in moving[:2]:
                 self.assertEqual(202, client.action(server['id'], {
                     'os-migrateLive': {'host': dest,
                                        'block_migration': 'auto'}}
                 ).status_code)
-            views = [client.server(s['id']) for s in moving[:2]]
-            self.assertEqual(['MIGRATING', 'MIGRATING'],
-                             [v['status'] for v in views])
-            statuses = [m['status'] for m in sorted(client.nova(
-                '/os-migrations', '2.80').json()['migrations'],
-                key=lambda m: m['id'])]
+            self.assertEqual(['MIGRATING', 'MIGRATING'], [
+                client.server(s['id'])['status'] for s in moving[:2]])
             # Nova's max_concurrent_live_migrations: one at a time.
-            self.assertEqual(['running', 'queued'], statuses)
+            self.assertEqual(['running', 'queued'], migrations())
             self.assertIn(moving[0]['id'], client.allocations(uuid[dest]))
-            while client.server(moving[0]['id'])['status'] != 'ACTIVE':
-                time.sleep(0.02)
-            self.assertGreaterEqual(time.monotonic() - start, first)
+            self.assertEqual(409, client.action(moving[0]['id'], {
+                'os-migrateLive': {'host': dest, 'block_migration': 'auto'}
+            }).status_code)  # it has a task already
+
+            now[0] += seconds[0] - 0.01
+            self.assertEqual(['running', 'queued'], migrations())
+            now[0] += 0.02
+            self.assertEqual(['completed', 'running'], migrations())
             moved = client.server(moving[0]['id'])
-            self.assertEqual((dest, None), (
-                moved['OS-EXT-SRV-ATTR:hypervisor_hostname'],
+            self.assertEqual(('ACTIVE', dest, None), (
+                moved['status'], moved['OS-EXT-SRV-ATTR:hypervisor_hostname'],
                 moved['OS-EXT-STS:task_state']))
             held = client.allocations(uuid[source])
             self.assertNotIn(moving[0]['id'], held)
-            # the second runs now; its source allocation is its migration's
+            # the second moves now; its source allocation is its migration's
             self.assertNotIn(moving[1]['id'], held)
-            self.assertEqual('running', client.nova(
-                '/os-migrations?instance_uuid=%s' % moving[1]['id'],
-                '2.80').json()['migrations'][0]['status'])
+            now[0] += seconds[1]
+            self.assertEqual(['completed', 'completed'], migrations())
 
             cloud.failure_rate = 1.0  # every migration from now on fails
             client.action(moving[2]['id'], {'os-migrateLive': {
                 'host': dest, 'block_migration': 'auto'}})
-            while cloud.summary()['migrations'].get('failed') != 1:
-                time.sleep(0.02)
+            now[0] += seconds[2]
+            self.assertEqual(['completed', 'completed', 'failed'],
+                             migrations())
             failed = client.server(moving[2]['id'])
             self.assertEqual(('ACTIVE', source, None), (
                 failed['status'],
@@ -169,6 +174,7 @@ class TestServing(unittest.TestCase):
         server = doc['servers'][0]
         dest = next(h['name'] for h in doc['hypervisors']
                     if h['name'] != server['host'])
+        # in real time: 0.1 s
         with scale.ScaleCloud(doc, latency=0, bandwidth=server[
                 'memory_mb'] / 0.1) as cloud:
             client = Client(cloud)

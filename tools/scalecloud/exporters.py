@@ -12,9 +12,11 @@ and any other query answers an empty vector and is counted in
 Load follows the servers, as in the devcloud: a hypervisor's CPU is
 ``sum(cpu * vcpus) / VCPU total`` and its RAM ``sum(ram * MiB) / MEMORY_MB
 total`` over the running servers it holds now (their usage from the
-cluster's cpu_util and mem_util), pressure the devcloud exporter's function
-of the demand. A document whose servers carry no usage (one collected from
-a cloud, say) has its hypervisors' own metrics, fixed, and no server series.
+cluster's cpu_util and mem_util, or a collected snapshot's usage),
+pressure the devcloud exporter's function of the demand. A server without
+usage has no series and loads nothing. A document whose servers carry no
+usage at all (one collected without Prometheus, say) has its hypervisors'
+own metrics, fixed, and no server series.
 """
 
 import collections
@@ -49,7 +51,7 @@ class Exporters:
     def __init__(self, hypervisors, servers):
         self.hypervisors = hypervisors
         self.servers = servers
-        self.dynamic = bool(servers) and all(s['usage'] for s in servers)
+        self.dynamic = any(s['usage'] for s in servers)
         self.uname = exporter.machine_uname()
         self.unknown = collections.Counter()  # queries not recognised
 
