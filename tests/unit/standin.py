@@ -473,6 +473,7 @@ class StandIn:
         self.errors = []  # tracebacks of the stand-in's own failures
         self.requests = []  # Seen records, in arrival order
         self._counts = collections.Counter()
+        self._cpu = collections.Counter()
         self._faults = []
         self._tokens = {}
         self._lock = threading.RLock()
@@ -690,6 +691,13 @@ class StandIn:
         with self._flight_lock:
             return collections.Counter(self._counts)
 
+    @property
+    def cpu(self):
+        """Counter of (service, method, path template) -> CPU seconds the
+        stand-in spent answering them (its own cost, not the latency)."""
+        with self._flight_lock:
+            return collections.Counter(self._cpu)
+
     def stats(self):
         """Requests in flight (arrived, not yet answered: served or
         waiting for a slot) now and at most, overall and per service."""
@@ -704,6 +712,7 @@ class StandIn:
         """Forget the counts, the requests and the peaks in flight."""
         with self._flight_lock:
             self._counts.clear()
+            self._cpu.clear()
             del self.requests[:]
             self._peak_in_flight = self._in_flight
         for gate in self._gates.values():
@@ -774,6 +783,7 @@ class StandIn:
             return None
         req = _Request(service, method, path, query, handler.headers, body,
                        route[2] if route else ())
+        started = time.thread_time()
         status, payload, headers = self._answer(req, route)
         if kind:
             status, payload, headers = self._spoil(service, kind, status,
@@ -782,6 +792,9 @@ class StandIn:
             handler.answer(status, payload, headers)
         except OSError:
             handler.close_connection = True
+        with self._flight_lock:
+            self._cpu[(service, method, template)] += \
+                time.thread_time() - started
         return None
 
     def _answer(self, req, route):

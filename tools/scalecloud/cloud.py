@@ -96,9 +96,12 @@ class ScaleCloud(standin.StandIn):
             for m in self._migration_list:
                 migrations[m['status']] = migrations.get(m['status'], 0) + 1
             unknown = dict(self.exporters.unknown)
+        cpu = self.cpu
         return {
             'counts': [{'service': service, 'method': method, 'path': path,
-                        'requests': n} for (service, method, path), n in
+                        'requests': n, 'cpu_seconds': round(
+                            cpu[service, method, path], 3)}
+                       for (service, method, path), n in
                        sorted(self.counts.items())],
             'requests': sum(self.counts.values()),
             'stats': self.stats(),
@@ -144,16 +147,20 @@ def format_report(summary):
                  settings['hypervisors'], settings['servers'],
                  settings['latency'], settings['concurrency'] or 'unlimited',
                  settings['max_limit']),
-             '%8s  %-10s %-6s %s' % ('requests', 'service', 'method', 'path')]
+             '%8s %8s  %-10s %-6s %s' % ('requests', 'CPU s', 'service',
+                                         'method', 'path')]
     for row in sorted(summary['counts'], key=lambda r: -r['requests']):
-        lines.append('%8d  %-10s %-6s %s' % (
-            row['requests'], row['service'], row['method'], row['path']))
+        lines.append('%8d %8.2f  %-10s %-6s %s' % (
+            row['requests'], row['cpu_seconds'], row['service'],
+            row['method'], row['path']))
     stats = summary['stats']
-    lines.append('%8d  in all; most in flight at once: %d (%s)' % (
-        summary['requests'], stats['max_in_flight'], ', '.join(
-            '%s %d, %d waiting' % (name, s['max_in_flight'], s['max_waiting'])
-            for name, s in sorted(stats['services'].items())
-            if s['max_in_flight'])))
+    peaks = ', '.join(
+        '%s %d, %d waiting' % (name, s['max_in_flight'], s['max_waiting'])
+        for name, s in sorted(stats['services'].items()) if s['max_in_flight'])
+    lines.append('%8d %8.2f  in all (CPU s: scalecloud\'s own, answering)' % (
+        summary['requests'], sum(r['cpu_seconds'] for r in summary['counts'])))
+    lines.append('most requests in flight at once: %d (%s)' % (
+        stats['max_in_flight'], peaks or 'none'))
     if summary['migrations']:
         lines.append('migrations: %s' % ', '.join(
             '%d %s' % (n, status)
