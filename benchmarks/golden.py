@@ -56,8 +56,10 @@ def plans(clusters):
                 document = plan_mod.to_document(
                     planner.make_plan(snap, options))
                 document.pop('created_at', None)
+                # The plan names the file it was made from.
+                text = json.dumps(document, indent=1, sort_keys=True)
                 yield ('%d-%d-s%d-%s.json' % (hosts, servers, seed, label),
-                       json.dumps(document, indent=1, sort_keys=True) + '\n')
+                       text.replace(tmp, '{tmp}') + '\n')
 
 
 def main(argv=None):
