@@ -15,6 +15,7 @@ that make Nova refuse it, or a change to what already is).
 """
 
 import collections
+import re
 
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
@@ -27,6 +28,9 @@ NOVA, PLACEMENT = 'nova', 'placement'
 SDK_SERVER = 'max:2.100'  # openstacksdk's Server
 SDK_SERVICE = 'max:2.69'  # openstacksdk's Service
 PROBE_HOST = 'scalecloud-no-such-host'
+_PLACEHOLDER = re.compile(r'\{(username|password|project|since|server|'
+                          r'hypervisor|host|provider|service|group|'
+                          r'migration|status)\}')
 # Nova refuses these moves before anything happens: no such host.
 REFUSED = {'host': PROBE_HOST}
 
@@ -132,9 +136,8 @@ def header(call, maximum):
 
 def fill(value, values):
     """value (a path, params or a body) with its {placeholders} filled."""
-    if isinstance(value, str):
-        return value.format(**values) if '{' in value and \
-            not value.startswith('{__name__') else value
+    if isinstance(value, str):  # PromQL has braces of its own
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), value)
     if isinstance(value, dict):
         return {k: fill(v, values) for k, v in value.items()}
     return value
