@@ -266,21 +266,47 @@ class Collector:
         with reading('Nova GET /os-hypervisors/detail'):
             hyps = hypervisors(self.conn.compute, self.retries)
         say.end('%d hypervisors' % len(hyps))
-        say.begin('Nova servers')
-        with reading('Nova GET /servers/detail'):
-            found = servers(self.conn.compute,
-                            servers_version(self.conn.compute), self.retries,
-                            on_page=say.advance)
-        say.end('%d servers' % len(found))
-        say.begin('Nova aggregates, server groups and migrations')
-        with reading('Nova GET /os-aggregates'):
-            aggs = aggregates(self.conn.compute, self.retries)
-        groups = self._server_groups()
-        since = now - datetime.timedelta(hours=self.history_hours)
-        with reading('Nova GET /os-migrations'):
-            migs = migrations(self.conn.compute, since, self.retries)
-        say.end('%d server groups, %d migrations' % (len(groups), len(migs)))
-        providers, allocations, unanswered = self._placement()
+        with reading('Placement GET /resource_providers'):
+            providers = _get(self.conn.placement, '/resource_providers',
+                             'resource_providers', list, self.retries,
+                             microversion=PLACEMENT_MIN)
+            for rp in providers:
+                _mapping('a resource provider', rp)
+                rp['uuid'] = str(rp['uuid'])
+        # Placement's two reads per provider go on in parallel while Nova's
+        # pages are read one after another.
+        pool = concurrent.futures.ThreadPoolExecutor(self.workers)
+        try:
+            pending = [pool.submit(self._provider, rp) for rp in providers]
+            say.begin('Nova servers')
+            with reading('Nova GET /servers/detail'):
+                found = servers(self.conn.compute,
+                                servers_version(self.conn.compute),
+                                self.retries, on_page=say.advance)
+            say.end('%d servers' % len(found))
+            say.begin('Nova aggregates, server groups and migrations')
+            with reading('Nova GET /os-aggregates'):
+                aggs = aggregates(self.conn.compute, self.retries)
+            groups = self._server_groups()
+            since = now - datetime.timedelta(hours=self.history_hours)
+            with reading('Nova GET /os-migrations'):
+                migs = migrations(self.conn.compute, since, self.retries)
+            say.end('%d server groups, %d migrations' % (
+                len(groups), len(migs)))
+            say.begin('Placement inventories and allocations',
+                      total=len(providers))
+            results = {}
+            for rp, future in zip(providers, pending):
+                results[rp['uuid']] = future.result()
+                say.advance()
+            say.end('%d resource providers' % len(providers))
+        finally:  # on an error, what is still queued is not sent
+            pool.shutdown(wait=False, cancel_futures=True)
+        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
+                      if why}
+        allocations = {uuid: result[1] for uuid, result in results.items()
+                       if uuid not in unanswered}
+        providers = [(rp, results[rp['uuid']][0]) for rp in providers]
         document = build_document(
             now=now, cloud=getattr(self.conn.config, 'name', None),
             region=getattr(self.conn.config, 'region_name', None),
@@ -324,52 +350,26 @@ class Collector:
                 groups.extend(page)
                 offset += len(page)
 
-    def _placement(self):
-        with reading('Placement GET /resource_providers'):
-            providers = _get(self.conn.placement, '/resource_providers',
-                             'resource_providers', list, self.retries,
-                             microversion=PLACEMENT_MIN)
-            for rp in providers:
-                _mapping('a resource provider', rp)
-                rp['uuid'] = str(rp['uuid'])
-
-        def read(rp):
-            """(inventories, allocations), or the reason it went unanswered:
-            a provider Placement does not answer for is left out, not the
-            whole read (an answer of the wrong shape still ends it)."""
-            try:
-                url = '/resource_providers/%s/inventories' % rp['uuid']
-                with reading('Placement GET %s' % url):
-                    inventories = _get(self.conn.placement, url,
-                                       'inventories', dict, self.retries)
-                url = '/resource_providers/%s/allocations' % rp['uuid']
-                with reading('Placement GET %s' % url):
-                    allocations = _get(self.conn.placement, url,
-                                       'allocations', dict, self.retries,
-                                       microversion=ALLOCATIONS_VERSION)
-            except CollectError as exc:
-                reason = no_answer(exc.__cause__)
-                if not reason:
-                    raise
-                return None, None, reason
-            return inventories, allocations, None
-
-        self.progress.begin('Placement inventories and allocations',
-                            total=len(providers))
-
-        def counted(rp):
-            result = read(rp)
-            self.progress.advance()
-            return result
-        with concurrent.futures.ThreadPoolExecutor(self.workers) as pool:
-            results = dict(zip((rp['uuid'] for rp in providers),
-                               pool.map(counted, providers)))
-        self.progress.end('%d resource providers' % len(providers))
-        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
-                      if why}
-        return ([(rp, results[rp['uuid']][0]) for rp in providers],
-                {uuid: result[1] for uuid, result in results.items()
-                 if uuid not in unanswered}, unanswered)
+    def _provider(self, rp):
+        """(inventories, allocations, None), or (None, None, why) when
+        Placement did not answer: that provider is left out, not the whole
+        read (an answer of the wrong shape still ends it)."""
+        try:
+            url = '/resource_providers/%s/inventories' % rp['uuid']
+            with reading('Placement GET %s' % url):
+                inventories = _get(self.conn.placement, url, 'inventories',
+                                   dict, self.retries)
+            url = '/resource_providers/%s/allocations' % rp['uuid']
+            with reading('Placement GET %s' % url):
+                allocations = _get(self.conn.placement, url, 'allocations',
+                                   dict, self.retries,
+                                   microversion=ALLOCATIONS_VERSION)
+        except CollectError as exc:
+            reason = no_answer(exc.__cause__)
+            if not reason:
+                raise
+            return None, None, reason
+        return inventories, allocations, None
 
 
 def no_answer(exc):

@@ -50,7 +50,10 @@ def open_connection(cloud_config, options, settings=None, request_id=None):
     skip_unlogged_bodies()
     # requests takes a (connect, read) pair where the SDK sets one figure.
     conn.session.timeout = (connect, read)
-    adapter = ksa_session.TCPKeepAliveAdapter(pool_maxsize=collect.WORKERS)
+    # The Placement readers and the Nova pages read at the same time may
+    # share one endpoint (one load balancer): a connection each.
+    adapter = ksa_session.TCPKeepAliveAdapter(
+        pool_maxsize=collect.WORKERS + 2)
     for scheme in ('https://', 'http://'):
         conn.session.session.mount(scheme, adapter)
     # Authenticate now, so a Keystone failure is named after Keystone and
