@@ -13,6 +13,7 @@ value that cannot be written) leaves the old file as it was, never a part.
 """
 
 import json
+import math
 import os
 import tempfile
 
@@ -67,9 +68,9 @@ def _read(path, what, max_mb):
         raise FileError('cannot read %s %s: %s' % (
             what, path, exc.strerror or exc)) from None
     if size > limit or len(data) > limit:
+        known = '%d MiB, ' % math.ceil(size / MiB) if size > limit else ''
         raise TooLarge('%s %s is %sover the limit of %d MiB' % (
-            what, path, '%d MiB, ' % -(-size // MiB) if size > limit else '',
-            max_mb))
+            what, path, known, max_mb))
     return data
 
 
