@@ -1,0 +1,215 @@
+"""The live commands at scale, against tools/scalecloud.
+
+For each size (hypervisors, about 50 servers each; benchmarks/generate.py,
+seed 1) a scalecloud serves the cluster with a per-request latency (20 ms)
+and at most 64 requests in flight per service, and the ``openstack``
+command runs as an operator runs it, in its own process:
+
+- ``leveller snapshot``: a whole read of the cloud; wall time, requests by
+  endpoint, the most requests in flight, peak memory;
+- ``leveller score`` and ``leveller plan``, end to end, the same way;
+- ``leveller apply PLAN`` of the plan made above (25 moves), migrations
+  instant and status polled every 0.1 s: requests per move, split into the
+  re-check's reads, status polls and the migration calls, and the time
+  per move beyond a whole read, ``(apply - snapshot) / moves``.
+
+Times are medians of --repeat runs (apply: one run, it changes the cloud).
+--previous DIR runs the commands of another checkout (PYTHONPATH) as a
+row of its own, for a comparison in the same run::
+
+    python benchmarks/scale.py --hosts 100 --hosts 1000 --hosts 5000 \\
+        --json benchmarks/results/scale.json
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from benchmarks import generate  # noqa: E402
+from tools.scalecloud import cloud as scale  # noqa: E402
+
+PER_HOST = 50
+COMMANDS = ('snapshot', 'score', 'plan')
+# Calls of an apply that are not the re-check's reads.
+POLLS = (('nova', 'GET', '/v2.1/servers/{id}'),)
+ACTIONS = (('nova', 'POST', '/v2.1/servers/{id}/action'),)
+
+
+def run(argv, env):
+    """(wall seconds, stdout, stderr) of one command in its own process."""
+    started = time.monotonic()
+    process = subprocess.run(argv, env=env, capture_output=True)
+    wall = time.monotonic() - started
+    if process.returncode != 0:
+        raise RuntimeError('%s failed (%d): %s' % (
+            ' '.join(argv), process.returncode,
+            process.stderr.decode(errors='replace')[-2000:]))
+    return wall, process.stdout, process.stderr
+
+
+def measured(argv, env):
+    """(wall, peak MB, stdout, stderr): /usr/bin/time keeps the child's
+    own peak resident memory."""
+    with tempfile.NamedTemporaryFile('r') as stats:
+        wall, out, err = run(['/usr/bin/time', '-f', '%M', '-o', stats.name]
+                             + argv, env)
+        peak = int(stats.read().split()[-1]) / 1024.0
+    return wall, peak, out, err
+
+
+def by_endpoint(summary):
+    return {'%s %s %s' % (r['service'], r['method'], r['path']): r['requests']
+            for r in summary['counts']}
+
+
+def bench_size(hosts, args, tmp, label, pythonpath):
+    path = os.path.join(tmp, 'c%d.json' % hosts)
+    if not os.path.exists(path):
+        with open(path, 'w') as stream:
+            json.dump(generate.generate(hosts, hosts * PER_HOST, args.seed),
+                      stream)
+    row = {'version': label, 'hypervisors': hosts,
+           'servers': hosts * PER_HOST}
+    with scale.ScaleCloud(path, latency=args.latency,
+                          concurrency=args.concurrency,
+                          bandwidth=None) as cloud:
+        row['cloud_load_s'] = round(cloud.load_seconds, 1)
+        clouds = cloud.write_clouds_yaml(
+            os.path.join(tmp, 'clouds.yaml'), extra={'leveller': {
+                'prometheus': {'url': cloud.prometheus_url},
+                'apply': {'poll_interval': 0.1,
+                          'journal': os.path.join(tmp, 'journal.jsonl'),
+                          'lock_file': os.path.join(tmp, 'apply.lock')}}})
+        env = cloud.shell_env(clouds)
+        if pythonpath:
+            env['PYTHONPATH'] = pythonpath
+        base = ['openstack', '--os-cloud', scale.CLOUD, 'leveller']
+        plan_file = os.path.join(tmp, 'plan.json')
+        argvs = {
+            'snapshot': base + ['snapshot', '--output-file',
+                                os.path.join(tmp, 'snap.json')],
+            'score': base + ['score', '-f', 'json'],
+            'plan': base + ['plan', '-f', 'json', '--output-file',
+                            plan_file],
+        }
+        for name in COMMANDS:
+            walls, peaks = [], []
+            for _ in range(args.repeat):
+                cloud.reset_counts()
+                wall, peak, _, err = measured(argvs[name], env)
+                walls.append(wall)
+                peaks.append(peak)
+                print('  %s %d: %s %.1f s, %.0f MB' % (
+                    label, hosts, name, wall, peak), flush=True)
+            summary = cloud.summary()
+            row[name] = {
+                'wall_s': round(statistics.median(walls), 2),
+                'walls_s': [round(w, 2) for w in walls],
+                'peak_mb': round(max(peaks)),
+                'requests': summary['requests'],
+                'max_in_flight': summary['stats']['max_in_flight'],
+                'by_endpoint': by_endpoint(summary)}
+        if args.apply:
+            row['apply'] = bench_apply(cloud, base, plan_file, env, row)
+    return row
+
+
+def bench_apply(cloud, base, plan_file, env, row):
+    with open(plan_file) as stream:
+        moves = len(json.load(stream)['moves'])
+    cloud.reset_counts()
+    wall, peak, _, err = measured(base + ['apply', plan_file], env)
+    counts = by_endpoint(cloud.summary())
+    whole = row['snapshot']['by_endpoint']
+    total = sum(counts.values())
+    polls = 2 * sum(counts.get(' '.join(k), 0) for k in POLLS)
+    actions = sum(counts.get(' '.join(k), 0) for k in ACTIONS)
+    prometheus = sum(n for k, n in counts.items()
+                     if k.startswith('prometheus ')) - sum(
+        n for k, n in whole.items() if k.startswith('prometheus '))
+    recheck = total - sum(whole.values()) - polls - actions
+    print('  apply: %d moves in %.1f s, %s' % (moves, wall, err.decode(
+        errors='replace').strip().splitlines()[-1]), flush=True)
+    return {
+        'moves': moves, 'wall_s': round(wall, 2), 'peak_mb': round(peak),
+        'requests': total,
+        'recheck_per_move': round(recheck / moves, 1) if moves else None,
+        'recheck_nova_placement_per_move': round(
+            (recheck - prometheus) / moves, 1) if moves else None,
+        'polls_per_move': round(polls / moves, 1) if moves else None,
+        'per_move_beyond_whole_read_s': round(
+            (wall - row['snapshot']['wall_s']) / moves, 2) if moves else None,
+        'by_endpoint': counts}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, action='append', required=True)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--repeat', type=int, default=3)
+    parser.add_argument('--latency', type=float, default=scale.LATENCY)
+    parser.add_argument('--concurrency', type=int,
+                        default=scale.CONCURRENCY)
+    parser.add_argument('--no-apply', dest='apply', action='store_false')
+    parser.add_argument('--previous', metavar='DIR',
+                        help='also run the commands of this checkout')
+    parser.add_argument('--previous-hosts', type=int, action='append',
+                        help='sizes for --previous (default: all)')
+    parser.add_argument('--json', metavar='FILE')
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for hosts in args.hosts:
+            runs = [('this', None)]
+            if args.previous and (not args.previous_hosts
+                                  or hosts in args.previous_hosts):
+                runs.insert(0, ('previous', os.path.abspath(args.previous)))
+            for label, pythonpath in runs:
+                rows.append(bench_size(hosts, args, tmp, label, pythonpath))
+    result = {'date': datetime.datetime.now(datetime.timezone.utc).strftime(
+        '%Y-%m-%d'), 'python': platform.python_version(),
+        'cores': os.cpu_count(), 'latency_s': args.latency,
+        'concurrency': args.concurrency, 'repeat': args.repeat,
+        'rows': rows}
+    print(table(result))
+    if args.json:
+        with open(args.json, 'w') as stream:
+            json.dump(result, stream, indent=1)
+    return 0
+
+
+def table(result):
+    lines = ['| version | hypervisors / servers | snapshot s | requests '
+             '(compute) | in flight | score s | plan s | peak MB | apply: '
+             're-check requests / move | s / move beyond a read |',
+             '|---|---|---|---|---|---|---|---|---|---|']
+    for row in result['rows']:
+        snap = row['snapshot']
+        compute = sum(n for k, n in snap['by_endpoint'].items()
+                      if k.startswith('nova '))
+        apply = row.get('apply') or {}
+        lines.append('| %s | %d / %d | %.1f | %d (%d) | %d | %.1f | %.1f | '
+                     '%d | %s | %s |' % (
+                         row['version'], row['hypervisors'], row['servers'],
+                         snap['wall_s'], snap['requests'], compute,
+                         snap['max_in_flight'], row['score']['wall_s'],
+                         row['plan']['wall_s'], max(
+                             row[c]['peak_mb'] for c in COMMANDS),
+                         apply.get('recheck_per_move', '-'),
+                         apply.get('per_move_beyond_whole_read_s', '-')))
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
