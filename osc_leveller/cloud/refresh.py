@@ -46,7 +46,7 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
             parts[name] = found
     on = {}  # server id -> Nova's server, on a re-read hypervisor now
     for name in parts:
-        on.update((s['id'], s) for s in read.servers_on(name))
+        on.update(read.servers_on(name))
     groups, gone_groups = [], set()
     for group in document['server_groups']:
         if set(moving) & set(group['members']):
@@ -59,8 +59,7 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     alone = set(moving)
     alone.update(s['id'] for s in document['servers']
                  if s['hypervisor'] in names)
-    alone.update(m for g in groups for m in g.get('members') or ()
-                 if m not in known)
+    alone.update(m for g in groups for m in g['members'] if m not in known)
     elsewhere = {sid: read.server(sid) for sid in sorted(alone - set(on))}
     migrations = [m for sid in moving for m in read.migrations(sid, now)]
     held = {sid: read.allocations(sid) for sid in moving}
@@ -141,14 +140,13 @@ def _own(document, nova_servers, held, collector):
         if allocations is None or server is None:
             continue
         children = {doc['id']: {
-            '%s (%s)' % (collector.children[rp], ', '.join(sorted(
-                alloc.get('resources') or {})))
-            for rp, alloc in allocations.items() if rp in collector.children}}
-        own = {by_uuid.get(rp, rp): dict(alloc.get('resources') or {})
-               for rp, alloc in allocations.items()
+            '%s (%s)' % (collector.children[rp], ', '.join(sorted(resources)))
+            for rp, resources in allocations.items()
+            if rp in collector.children}}
+        own = {by_uuid.get(rp, rp): resources
+               for rp, resources in allocations.items()
                if rp not in collector.children}
-        with collect.reading('Placement GET /allocations/%s' % doc['id']):
-            fresh = collect._server_doc(server, children, own)
+        fresh = collect._server_doc(server, children, own)
         fresh.update({k: v for k, v in doc.items()
                       if k in ('usage', 'server_groups')})
         document['servers'][i] = fresh
@@ -161,13 +159,13 @@ def _measure(document, collector, names):
     asked again only when its last answer is older than MEASURED_MAX_AGE:
     the figures are averages over minutes (prometheus.window) anyway.
     """
-    refs = [hostmatch.HostRef(h['name'], h['host'],
-                              collector.host_ips.get(h['name']))
-            for h in document['hypervisors']]
     last = collector.last_reading
     if last is not None and time.monotonic() - last[0] < MEASURED_MAX_AGE:
         reading = last[1]
     else:
+        refs = [hostmatch.HostRef(h['name'], h['host'],
+                                  collector.host_ips.get(h['name']))
+                for h in document['hypervisors']]
         try:
             reading = collector.read(refs, {
                 s['id']: s['hypervisor'] for s in document['servers']})
@@ -254,9 +252,10 @@ class _Reader:
                 self.conn.placement, url, 'inventories', dict, self.retries))
 
     def servers_on(self, name):
+        """{server id: Nova's server} of the servers on a hypervisor."""
         with collect.reading('Nova GET /servers/detail?node=%s' % name):
-            return collect.servers(self.conn.compute, self.version,
-                                   self.retries, node=name)
+            return {s['id']: s for s in collect.servers(
+                self.conn.compute, self.version, self.retries, node=name)}
 
     def server(self, server_id):
         url = '/servers/%s' % server_id
@@ -274,11 +273,14 @@ class _Reader:
         url = '/os-server-groups/%s' % group_id
         with collect.reading('Nova GET %s' % url):
             try:
-                return collect._get(self.conn.compute, url, 'server_group',
-                                    dict, self.retries,
-                                    microversion=collect.COMPUTE_MIN)
+                group = collect._get(self.conn.compute, url, 'server_group',
+                                     dict, self.retries,
+                                     microversion=collect.COMPUTE_MIN)
             except sdk_exc.NotFoundException:
                 return None
+            if not all(isinstance(m, str) for m in group['members']):
+                raise TypeError('"members" is not a list of server ids')
+            return group
 
     def migrations(self, server_id, now):
         since = now - datetime.timedelta(hours=self.history_hours)
@@ -292,7 +294,10 @@ class _Reader:
             return collect.aggregates(self.conn.compute, self.retries)
 
     def allocations(self, server_id):
+        """{provider uuid: resources} of the server's own allocations."""
         url = '/allocations/%s' % server_id
         with collect.reading('Placement GET %s' % url):
-            return collect._get(self.conn.placement, url, 'allocations',
-                                dict, self.retries)
+            found = collect._get(self.conn.placement, url, 'allocations',
+                                 dict, self.retries)
+            return {rp: dict(alloc['resources'])
+                    for rp, alloc in found.items()}

@@ -118,6 +118,23 @@ class TestRefresh(unittest.TestCase):
         self.assertEqual(comparable(whole.document, {'id-hot0'}),
                          comparable(acts.document, {'id-hot0'}))
 
+    def test_a_targeted_answer_of_the_wrong_shape_is_an_error(self):
+        # Items that are not objects: one clear error naming the read,
+        # never a traceback from joining it.
+        for prefix, names in (('/allocations/', 'Placement GET /allocations'),
+                              ('/v2.1/os-server-groups/',
+                               'Nova GET /os-server-groups'),
+                              ('/v2.1/servers/detail',
+                               'Nova GET /servers/detail?node=')):
+            with standin.StandIn(cloud()) as sim:
+                acts = actions.Actions(sim.connection())
+                acts.snapshot()
+                service = 'placement' if 'allocations' in prefix else 'nova'
+                sim.fault(service, prefix, 'shape:items')
+                with self.assertRaises(executor.ActionError) as ctx:
+                    acts.snapshot(moves=[move('web1', 'hv1', 'hv2')])
+                self.assertIn(names, str(ctx.exception))
+
     def test_requests_per_move_do_not_grow_with_the_cloud(self):
         counts = []
         for hosts in (4, 40):
