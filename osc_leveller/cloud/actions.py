@@ -39,10 +39,6 @@ class Actions:
         self.retries = retries
         self.document = None  # the last one read
 
-    @property
-    def metrics(self):
-        return self.collector.metrics
-
     def snapshot(self, moves=None):
         """The cloud now, as the core model.
 

@@ -396,9 +396,8 @@ class _View:
 
     def read(self, actions, around, chosen, planner_options):
         """(snapshot, state, rules) fresh for the moves around."""
-        if self.whole and self.state is not None or \
-                not self.whole and self.state is not None and \
-                {id(m) for m in around} <= self.covers:
+        if self.state is not None and (
+                self.whole or {id(m) for m in around} <= self.covers):
             return self.snapshot, self.state, self.rules
         if not self.whole:
             self.snapshot = actions.snapshot(moves=around)
