@@ -1,7 +1,5 @@
 """openstack leveller snapshot"""
 
-import json
-
 from osc_lib.command import command
 
 from osc_leveller.core import files
@@ -30,9 +28,7 @@ class SnapshotLeveller(command.ShowOne):
         snap = snapshot_io.parse(document, origin='the cloud')
         if snap.source.get('note'):
             common.StderrWriter(self.app)('Note: %s' % snap.source['note'])
-        files.write_atomic(path, json.dumps(document, indent=1,
-                                            sort_keys=True) + '\n',
-                           'snapshot file')
+        files.write_json(path, document, 'snapshot file')
         return (('File', 'Taken At', 'Hypervisors', 'Servers',
                  'Server Groups', 'Migrations'),
                 (path, document['taken_at'], len(snap.hypervisors),

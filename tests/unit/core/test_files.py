@@ -50,6 +50,25 @@ class TestWriteAtomic(unittest.TestCase):
             self.assertEqual('the new plan\n', f.read())
         self.assertEqual(0o640, stat.S_IMODE(os.stat(self.path).st_mode))
 
+    def test_json_is_written_sorted_and_read_back_equal(self):
+        document = {'b': [1, 2.5, None], 'a': {'z': 'h\u00e9', 'y': True}}
+        files.write_json(self.path, document, 'snapshot file')
+        with open(self.path, encoding='utf-8') as f:
+            text = f.read()
+        self.assertLess(text.index('"a"'), text.index('"b"'))
+        self.assertTrue(text.endswith('}\n'))
+        self.assertEqual((document, True),
+                         files.read_json(self.path, 'snapshot file'))
+
+    def test_json_that_cannot_be_written_keeps_the_old_file(self):
+        with self.assertRaises(files.FileError) as ctx:
+            files.write_json(self.path, {'total': 2 ** 70}, 'snapshot file')
+        self.assertIn('cannot write snapshot file %s: ' % self.path,
+                      str(ctx.exception))
+        with open(self.path) as f:
+            self.assertEqual('the old plan\n', f.read())
+        self.assertEqual(['plan.json'], os.listdir(self.dir))
+
     def test_a_plan_that_cannot_be_written_keeps_the_old_one(self):
         hyps, servers = b.three_hosts()
         plan = planner.make_plan(b.snapshot(hyps, servers),
