@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import json
+import threading
 import time
 import urllib.parse
 
@@ -274,7 +275,9 @@ class Collector:
                 _mapping('a resource provider', rp)
                 rp['uuid'] = str(rp['uuid'])
         # Placement's two reads per provider go on in parallel while Nova's
-        # pages are read one after another.
+        # pages are read one after another, and so does Prometheus.
+        ahead = Measuring(self, _expected_refs(hyps, providers)) \
+            if self.metrics is not None else None
         pool = concurrent.futures.ThreadPoolExecutor(self.workers)
         try:
             pending = [pool.submit(self._provider, rp) for rp in providers]
@@ -300,30 +303,34 @@ class Collector:
                 results[rp['uuid']] = future.result()
                 say.advance()
             say.end('%d resource providers' % len(providers))
+            unanswered = {uuid: why for uuid, (_, _, why) in results.items()
+                          if why}
+            allocations = {uuid: result[1] for uuid, result in
+                           results.items() if uuid not in unanswered}
+            providers = [(rp, results[rp['uuid']][0]) for rp in providers]
+            document = build_document(
+                now=now, cloud=getattr(self.conn.config, 'name', None),
+                region=getattr(self.conn.config, 'region_name', None),
+                services=compute_services, hypervisors=hyps,
+                aggregates=aggs, servers=found, groups=groups,
+                migrations=migs, providers=providers,
+                allocations=allocations, unanswered=unanswered)
+            self.children = {rp['uuid']: rp['name'] for rp, _ in providers
+                             if rp.get('parent_provider_uuid')}
+            self.host_ips = {h['hypervisor_hostname']: h.get('host_ip')
+                             for h in hyps}
+            if ahead is not None:
+                say.begin('Prometheus')
+                measured = ahead.result(host_refs(document, self.host_ips), {
+                    s['id']: s['hypervisor'] for s in document['servers']})
+                self.coverage = add_metrics(document, measured)
+                say.end('load of %d hypervisors, %d servers' % (
+                    sum(1 for h in document['hypervisors'] if h['metrics']),
+                    sum(1 for s in document['servers'] if 'usage' in s)))
         finally:  # on an error, what is still queued is not sent
             pool.shutdown(wait=False, cancel_futures=True)
-        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
-                      if why}
-        allocations = {uuid: result[1] for uuid, result in results.items()
-                       if uuid not in unanswered}
-        providers = [(rp, results[rp['uuid']][0]) for rp in providers]
-        document = build_document(
-            now=now, cloud=getattr(self.conn.config, 'name', None),
-            region=getattr(self.conn.config, 'region_name', None),
-            services=compute_services, hypervisors=hyps, aggregates=aggs,
-            servers=found, groups=groups, migrations=migs,
-            providers=providers, allocations=allocations,
-            unanswered=unanswered)
-        self.children = {rp['uuid']: rp['name'] for rp, _ in providers
-                         if rp.get('parent_provider_uuid')}
-        self.host_ips = {h['hypervisor_hostname']: h.get('host_ip')
-                         for h in hyps}
-        if self.metrics is not None:
-            say.begin('Prometheus')
-            self.coverage = add_metrics(document, self, self.host_ips)
-            say.end('load of %d hypervisors, %d servers' % (
-                sum(1 for h in document['hypervisors'] if h['metrics']),
-                sum(1 for s in document['servers'] if 'usage' in s)))
+            if ahead is not None:
+                ahead.abandon()
         return document
 
     def _server_groups(self):
@@ -637,20 +644,77 @@ def _timestamp(value):
         else value.split('.')[0] + 'Z'
 
 
-def add_metrics(document, reader, host_ips=None):
-    """Measured load into the document; its Coverage says what falls back.
+def host_refs(document, host_ips):
+    """The document's hypervisors as Prometheus matches them.
 
     host_ips: {hypervisor: Nova's host_ip}, to match node_exporter targets
     whose instance label is IP:port.
     """
-    host_ips = host_ips or {}
-    refs = [hostmatch.HostRef(h['name'], h['host'], host_ips.get(h['name']))
+    return [hostmatch.HostRef(h['name'], h['host'], host_ips.get(h['name']))
             for h in document['hypervisors']]
-    try:
-        reading = reader.read(refs, {s['id']: s['hypervisor']
-                                     for s in document['servers']})
-    except prometheus.PrometheusError as exc:
-        raise CollectError(str(exc)) from exc
+
+
+def _expected_refs(hypervisors, providers):
+    """host_refs of the document to come, if Placement answers for every
+    provider: the hypervisors with a root provider. None when an answer's
+    shape leaves that unsure (build_document then says what is wrong)."""
+    roots = {rp.get('name') for rp in providers
+             if not rp.get('parent_provider_uuid')}
+    refs = []
+    for hyp in hypervisors:
+        name, service = hyp.get('hypervisor_hostname'), hyp.get('service')
+        if not isinstance(name, str) or not isinstance(service or {}, dict):
+            return None
+        if name in roots:
+            refs.append(hostmatch.HostRef(
+                name, (service or {}).get('host') or name,
+                hyp.get('host_ip')))
+    return refs
+
+
+class Measuring:
+    """A Prometheus reading that starts before Nova's servers are read.
+
+    Its queries go out at once; the servers it joins them to are handed
+    over when Nova has listed them. If the hypervisors are not those it
+    started with (Placement left some out), the reading is taken again.
+    abandon() after an error lets the reading end without them.
+    """
+
+    def __init__(self, collector, refs):
+        self.collector, self.refs = collector, refs
+        self._servers = concurrent.futures.Future()
+        self._done = concurrent.futures.Future()
+        if refs is not None:
+            # A daemon: an error elsewhere never waits for Prometheus.
+            threading.Thread(target=self._run, name='prometheus',
+                             daemon=True).start()
+
+    def _run(self):
+        try:
+            self._done.set_result(self.collector.read(self.refs,
+                                                      self._servers.result))
+        except BaseException as exc:  # handed to result()
+            self._done.set_exception(exc)
+
+    def result(self, refs, servers):
+        """The Reading for these hypervisors and {server id: hypervisor}."""
+        try:
+            if refs != self.refs:
+                self.abandon()
+                return self.collector.read(refs, servers)
+            self._servers.set_result(servers)
+            return self._done.result()
+        except prometheus.PrometheusError as exc:
+            raise CollectError(str(exc)) from exc
+
+    def abandon(self):
+        if not self._servers.done():
+            self._servers.set_exception(CollectError('no servers to join'))
+
+
+def add_metrics(document, reading):
+    """Measured load into the document; its Coverage says what falls back."""
     for hyp in document['hypervisors']:
         hyp['metrics'] = reading.hosts.get(hyp['name'])
     for server in document['servers']:

@@ -77,7 +77,9 @@ class Reader:
 
     def read(self, hypervisors, servers):
         """A Reading for hypervisors ([hostmatch.HostRef]) and servers
-        ({server id: the hypervisor Nova has it on}).
+        ({server id: the hypervisor Nova has it on}, or a callable giving
+        it: it is called once, after the last query, so the queries can go
+        out while Nova's servers are still being listed).
 
         Prometheus not answering gives a Reading that says so; an answer
         that shows a wrong URL or query is a PrometheusError.
@@ -206,6 +208,8 @@ class Reader:
                     if uuid and fraction is not None:
                         found[uuid, metric].append(
                             (matcher.locate(labels), fraction))
+        if callable(servers):
+            servers = servers()
         moving, unsure = set(), set()
         for (uuid, metric), series in sorted(found.items()):
             if uuid not in servers:

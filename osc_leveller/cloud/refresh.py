@@ -20,7 +20,6 @@ import time
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import collect
-from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import prometheus
 
 # Seconds a Prometheus answer serves the re-checks of later moves.
@@ -163,9 +162,7 @@ def _measure(document, collector, names):
     if last is not None and time.monotonic() - last[0] < MEASURED_MAX_AGE:
         reading = last[1]
     else:
-        refs = [hostmatch.HostRef(h['name'], h['host'],
-                                  collector.host_ips.get(h['name']))
-                for h in document['hypervisors']]
+        refs = collect.host_refs(document, collector.host_ips)
         try:
             reading = collector.read(refs, {
                 s['id']: s['hypervisor'] for s in document['servers']})

@@ -17,6 +17,8 @@ import http
 import io
 import json
 import logging
+import threading
+import time
 import types
 import unittest
 import urllib.parse
@@ -630,6 +632,12 @@ class TestResponseBodies(unittest.TestCase):
         self.assertEqual(logging.NOTSET, self.session.level)
 
 
+def wait_for(condition, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class FakeReader:
     def __init__(self, hosts=None, problems=None, servers=None, error=None,
                  unreachable=None):
@@ -638,11 +646,23 @@ class FakeReader:
             servers=servers or {}, unreachable=unreachable)
         self.error = error
         self.asked = []
+        self.started = threading.Event()  # read() was called
+        self.ended = []  # what each read() ended with
 
     def read(self, refs, servers):
+        # As measure.Reader: the servers may come as a callable, called
+        # after the queries (here: none).
+        self.started.set()
+        try:
+            if self.error:
+                raise self.error
+            if callable(servers):
+                servers = servers()
+        except Exception as exc:
+            self.ended.append(exc)
+            raise
         self.asked.append((refs, servers))
-        if self.error:
-            raise self.error
+        self.ended.append('done')
         return self.reading
 
 
@@ -670,6 +690,70 @@ class TestMetrics(unittest.TestCase):
                           hostmatch.HostRef('hv01', 'cmp-hv01', '192.0.2.2')],
                          refs)
         self.assertEqual('hv01', servers['s1'])
+
+    def test_prometheus_is_asked_while_nova_lists_the_servers(self):
+        reader = FakeReader(hosts={'hv00': {'cpu': 0.9, 'ram': 0.5}})
+        conn = cloud(2)
+        route = conn.compute.route
+        waited = []
+
+        def servers_wait_for_prometheus(path, query, at):
+            if path == '/servers/detail':
+                # Without the reading ahead this waits in vain.
+                waited.append(reader.started.wait(10))
+            return route(path, query, at)
+
+        conn.compute.route = servers_wait_for_prometheus
+        with mock.patch.object(collect.sdk_utils, 'supports_microversion',
+                               return_value=True), quiet():
+            document = collect.Collector(conn, workers=2,
+                                         metrics=reader).collect(now=NOW)
+        self.assertEqual([True], waited)
+        self.assertEqual(1, len(reader.asked))
+        self.assertEqual({'cpu': 0.9, 'ram': 0.5},
+                         document['hypervisors'][0]['metrics'])
+
+    def test_read_again_for_the_hypervisors_placement_answered_for(self):
+        reader = FakeReader(hosts={'hv00': {'cpu': 0.9, 'ram': 0.5}})
+        conn = cloud(3)
+        route = conn.placement.route
+
+        def silent_for_hv01(path, query, at):
+            if path.startswith('/resource_providers/rp-hv01/'):
+                return 503, {'errors': [{'status': 503, 'title': 'busy'}]}
+            return route(path, query, at)
+
+        conn.placement.route = silent_for_hv01
+        with mock.patch.object(collect.sdk_utils, 'supports_microversion',
+                               return_value=True), quiet():
+            document = collect.Collector(conn, workers=2, metrics=reader,
+                                         retries=0).collect(now=NOW)
+        self.assertEqual(['hv00', 'hv02'],
+                         [h['name'] for h in document['hypervisors']])
+        # The reading ahead was for all three, and ends without servers;
+        # the one used is for the two.
+        wait_for(lambda: len(reader.ended) == 2)
+        self.assertEqual(['CollectError', 'str'], sorted(
+            type(end).__name__ for end in reader.ended))
+        self.assertEqual(['hv00', 'hv02'],
+                         [ref.name for ref in reader.asked[-1][0]])
+        self.assertEqual(1, len(reader.asked))
+
+    def test_an_error_reading_nova_ends_the_reading_ahead(self):
+        reader = FakeReader()
+        conn = cloud(2)
+        route = conn.compute.route
+        conn.compute.route = lambda path, query, at: (
+            (500, {'computeFault': {'code': 500, 'message': 'boom'}})
+            if path == '/servers/detail' else route(path, query, at))
+        with mock.patch.object(collect.sdk_utils, 'supports_microversion',
+                               return_value=True), quiet():
+            with self.assertRaises(collect.CollectError):
+                collect.Collector(conn, workers=2, metrics=reader,
+                                  retries=0).collect(now=NOW)
+        wait_for(lambda: reader.ended)
+        self.assertIsInstance(reader.ended[0], collect.CollectError)
+        self.assertEqual([], reader.asked)
 
     def test_unreachable_prometheus_falls_back_and_says_so(self):
         reader = FakeReader(unreachable=(

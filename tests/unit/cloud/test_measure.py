@@ -387,9 +387,13 @@ def document(server_ids, hypervisor='hv01.example.net'):
 
 class TestCoverage(unittest.TestCase):
     def fill(self, client, doc):
-        reader = measure.Reader(client, window='1m')
-        found = collect.add_metrics(doc, reader, {r.name: r.ip for r in REFS})
-        return found
+        # As the collector reads: ahead of Nova's servers, in a thread.
+        collector = collect.Collector(None, metrics=measure.Reader(
+            client, window='1m'))
+        refs = collect.host_refs(doc, {r.name: r.ip for r in REFS})
+        reading = collect.Measuring(collector, refs).result(refs, {
+            s['id']: s['hypervisor'] for s in doc['servers']})
+        return collect.add_metrics(doc, reading)
 
     def test_everything_matched_says_nothing(self):
         client = FakeClient(node_answers(KOLLA) + [
