@@ -25,7 +25,7 @@ from osc_leveller.core import state as state_mod
 
 LIVE = 'live'
 COLD = 'cold'
-STOPPED = ('SHUTOFF',)
+STOPPED = model.STOPPED_STATUSES
 
 # Server checks that still hold when draining (no cooldown, no scope).
 DRAIN_SERVER_FILTERS = (filters.task_state, filters.locked,

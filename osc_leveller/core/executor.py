@@ -37,11 +37,6 @@ STARTED = 'started'  # requested, not waited for
 NOT_STARTED = 'not started'
 PROBLEMS = (FAILED, TIMED_OUT, ABORTED)
 
-# Nova's live-migration statuses (nova/objects/migration.py).
-COMPLETED = ('completed', 'done', 'confirmed')  # cold: 'finished' awaits
-BROKEN = ('error', 'failed')
-CANCELLED = ('cancelled',)
-ABORTABLE = ('queued', 'preparing', 'running')
 ABORT_GRACE = 120.0  # seconds to let Nova roll back after an abort
 
 
@@ -338,19 +333,20 @@ class Executor:
             # Nova saves the migration as confirmed a moment before the
             # server leaves VERIFY_RESIZE (compute manager _confirm_resize).
             settled = False
-        if settled and mig_status in COMPLETED:
+        if settled and mig_status in model.MOVED_STATUSES:
             if (_landed(server, move, watch)
                     and server.status in model.LIVE_MIGRATABLE_STATUSES
-                    + ('SHUTOFF',)):
+                    + model.STOPPED_STATUSES):
                 return Result(move, DONE, 'verified on %s' % server.hypervisor,
                               elapsed, mig_id)
             return Result(move, FAILED, 'Nova says %s, but the server is %s '
                           'on %s (host %s)' % (
                               mig_status, server.status, server.hypervisor,
                               server.host), elapsed, mig_id)
-        if settled and mig_status in BROKEN + CANCELLED:
+        if settled and mig_status in model.FAILED_STATUSES + \
+                model.CANCELLED_STATUSES:
             status = ABORTED if watch.aborted and \
-                mig_status in CANCELLED else FAILED
+                mig_status in model.CANCELLED_STATUSES else FAILED
             return Result(move, status, 'migration %s; the server is %s on '
                           '%s' % (mig_status, server.status,
                                   server.hypervisor), elapsed, mig_id)
@@ -365,7 +361,7 @@ class Executor:
         if elapsed < self.options.timeout:
             return None
         watch.aborted = True
-        if migration is None or mig_status not in ABORTABLE:
+        if migration is None or mig_status not in model.ABORTABLE_STATUSES:
             return Result(move, TIMED_OUT, 'no result after %.0f s and the '
                           'migration cannot be aborted (status %s)' % (
                               elapsed, mig_status or 'unknown'),

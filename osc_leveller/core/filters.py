@@ -46,7 +46,7 @@ class Rules:
         for mig in snapshot.migrations:
             if mig.in_progress:
                 self.in_flight[mig.server_id] = mig
-            elif mig.status.lower() in ('completed', 'confirmed', 'finished'):
+            elif mig.moved:
                 when = mig.updated_at or mig.created_at
                 if when is not None and when > self.last_moved.get(
                         mig.server_id, -math.inf):

@@ -16,11 +16,37 @@ DISK_GB = 'DISK_GB'
 
 # Server states Nova can live-migrate (nova/compute/api.py live_migrate).
 LIVE_MIGRATABLE_STATUSES = ('ACTIVE', 'PAUSED')
-# Migration statuses that mean the move is still running or not cleaned up.
-# A resize or cold migration that is 'finished' still awaits confirmation.
-FINAL_MIGRATION_STATUSES = frozenset(
-    ('completed', 'confirmed', 'reverted', 'error', 'failed', 'cancelled',
-     'done'))
+# Server states Nova migrates cold (evacuate --cold-migrate-stopped).
+STOPPED_STATUSES = ('SHUTOFF',)
+
+# Nova's migration statuses (free text, set by its conductor, compute
+# manager and resource tracker) by how the migration ended for the server.
+# Any other status is in flight, as in Nova's own in-progress queries
+# (nova/db/main/api.py): accepted, queued, preparing, running, 'running
+# (post-copy)' (live); pre-migrating, migrating, post-migrating, confirming,
+# reverting (cold and resize), and finished: a cold migration or resize on
+# its destination in VERIFY_RESIZE, until it is confirmed or reverted.
+MOVED = 'moved'  # the server is on the destination
+STAYED = 'stayed'  # it is where it was, or in ERROR
+MIGRATION_ENDS = {
+    'completed': MOVED,  # live migration; an evacuation, once its source
+                         # compute is back
+    'confirmed': MOVED,  # cold migration or resize, confirmed
+    'done': MOVED,  # evacuation: rebuilt on the destination
+    'reverted': STAYED,  # cold migration or resize, back on the source
+    'failed': STAYED,  # live migration rolled back; evacuation failed
+    'error': STAYED,  # failed part-way: the server may be in ERROR
+    'cancelled': STAYED,  # live migration aborted
+}
+FINAL_MIGRATION_STATUSES = frozenset(MIGRATION_ENDS)
+# What starts a server's cooldown, and what apply counts as landed.
+MOVED_STATUSES = frozenset(s for s, end in MIGRATION_ENDS.items()
+                           if end == MOVED)
+FAILED_STATUSES = ('error', 'failed')
+CANCELLED_STATUSES = ('cancelled',)
+# What DELETE /servers/{id}/migrations/{id} aborts (queued and preparing
+# from microversion 2.65).
+ABORTABLE_STATUSES = ('queued', 'preparing', 'running')
 
 EMPTY = types.MappingProxyType({})
 
@@ -223,6 +249,11 @@ class Migration:
     @property
     def in_progress(self):
         return self.status.lower() not in FINAL_MIGRATION_STATUSES
+
+    @property
+    def moved(self):
+        """It ended with the server on its destination."""
+        return self.status.lower() in MOVED_STATUSES
 
 
 @dataclasses.dataclass(frozen=True)

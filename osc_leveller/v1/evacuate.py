@@ -295,7 +295,7 @@ def back_moves(snapshot, hosts):
     names = {h.host: h for h in hosts}
     last = {}
     for mig in snapshot.migrations:
-        if mig.status.lower() not in ('completed', 'done', 'confirmed'):
+        if not mig.moved:
             continue
         when = mig.created_at or 0
         if mig.server_id not in last or when > last[mig.server_id][0]:

@@ -76,6 +76,34 @@ class TestServerFilters(unittest.TestCase):
         failed = dict(recent, status='error')
         self.assertIsNone(self.reason(migrations=[failed]))
 
+    def test_every_move_nova_finishes_starts_the_cooldown(self):
+        # An evacuation ends 'done' (Nova's resource tracker), a cold
+        # migration or resize 'confirmed', a live migration 'completed'.
+        for status in ('completed', 'confirmed', 'done', 'Done'):
+            moved = {'server_id': 'id-s1', 'status': status,
+                     'migration_type': 'evacuation',
+                     'updated_at': '2026-11-20T10:00:00Z'}
+            self.assertIn('inside the 6 h cooldown',
+                          self.reason(migrations=[moved]), status)
+        # Back where it was: no cooldown.
+        for status in ('reverted', 'failed', 'error', 'cancelled'):
+            stayed = {'server_id': 'id-s1', 'status': status,
+                      'updated_at': '2026-11-20T10:00:00Z'}
+            self.assertIsNone(self.reason(migrations=[stayed]), status)
+
+    def test_statuses_nova_has_not_ended_are_in_flight(self):
+        # 'finished': a resize on its destination awaiting confirmation;
+        # a status we do not know is in flight, as in Nova's own queries.
+        for status in ('accepted', 'queued', 'preparing', 'running',
+                       'running (post-copy)', 'pre-migrating', 'migrating',
+                       'post-migrating', 'finished', 'confirming',
+                       'reverting', 'some-future-status'):
+            mig = {'server_id': 'id-s1', 'status': status,
+                   'migration_type': 'resize',
+                   'updated_at': '2026-11-20T10:00:00Z'}
+            self.assertIn('already in progress (status %s)' % status,
+                          self.reason(migrations=[mig]), status)
+
     def test_source_out_of_scope(self):
         servers = [b.server('s1', 'hv1')]
         hyps = [b.hypervisor('hv1', status='disabled'), b.hypervisor('hv2')]
