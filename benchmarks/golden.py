@@ -33,13 +33,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from osc_leveller.core import checks  # noqa: E402
 from osc_leveller.core import drain  # noqa: E402
-from osc_leveller.core import executor  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import paths  # noqa: E402
 from osc_leveller.core import plan as plan_mod  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
+from osc_leveller.core import policy  # noqa: E402
 from osc_leveller.core import scoring  # noqa: E402
 from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core import state as state_mod  # noqa: E402
@@ -89,9 +90,9 @@ def decisions(snap):
         if label == 'full':
             full = plan
         yield label, dict(_plan_doc(plan), checks=dry_run(
-            snap, options, plan.moves, executor.BalanceCheck(plan.moves)),
+            snap, options, plan.moves, checks.BalancePlan(plan.moves)),
             strict=dry_run(snap, strict(snap, options, plan.moves),
-                           plan.moves, executor.BalanceCheck(plan.moves)))
+                           plan.moves, checks.BalancePlan(plan.moves)))
     # The busiest hypervisor and the busiest other one of its domain.
     crowded = sorted(snap.hypervisors, key=lambda h: (
         -len(snap.servers_on(h.name)), h.name))
@@ -107,11 +108,9 @@ def decisions(snap):
             'stay': [[s.id, why] for s, why in found.stay],
             'unplaced': [[s.id, why] for s, why in found.unplaced],
             'no_headroom': [list(d) for d in found.no_headroom],
-            'checks': dry_run(snap, base, found.moves, lambda m, sn, st, r:
-                              drain.stale(m, sn, st, r, cold)),
+            'checks': dry_run(snap, base, found.moves, checks.drain(cold)),
             'strict': dry_run(snap, strict(snap, base, found.moves),
-                              found.moves, lambda m, sn, st, r:
-                              drain.stale(m, sn, st, r, cold))}
+                              found.moves, checks.drain(cold))}
     levelled = {s.id: s.hypervisor for s in snap.servers}
     for move in full.moves:
         levelled[move.server_id] = move.destination
@@ -120,7 +119,7 @@ def decisions(snap):
     largest = []
     for name in names:
         movable = [s for s in snap.servers_on(name)
-                   if paths.why_not_movable(s, rules) is None]
+                   if policy.PLACEMENT.why_not(s, rules) is None]
         if movable:
             largest.append(max(movable, key=lambda s: (s.ram_gb, s.id)))
     if len(largest) == 2:
@@ -134,8 +133,8 @@ def decisions(snap):
             yield label, {'error': str(exc)}
             continue
         yield label, dict(_plan_doc(plan), checks=dry_run(
-            snap, base, plan.moves, paths.stale), strict=dry_run(
-            snap, strict(snap, base, plan.moves), plan.moves, paths.stale))
+            snap, base, plan.moves, checks.placement), strict=dry_run(
+            snap, strict(snap, base, plan.moves), plan.moves, checks.placement))
 
 
 def _plan_doc(plan):

@@ -30,6 +30,7 @@ from benchmarks import generate  # noqa: E402
 from benchmarks import run  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
+from osc_leveller.core import policy  # noqa: E402
 from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core import state as state_mod  # noqa: E402
 
@@ -84,7 +85,7 @@ def search(cluster, snap, moves, target):
 
     def valid(state, done):
         for server in snap.servers:
-            if server.id in done or filters.why_not_movable(server, rules):
+            if server.id in done or policy.BALANCE.why_not(server, rules):
                 continue
             for hyp in snap.hypervisors:
                 if filters.why_not_destination(server, hyp, state,

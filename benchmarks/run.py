@@ -51,6 +51,7 @@ from benchmarks import generate  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
+from osc_leveller.core import policy  # noqa: E402
 from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core import state as state_mod  # noqa: E402
 
@@ -134,7 +135,7 @@ def infeasible(snap, moves):
     refused = collections.Counter()
     for server_id, destination in moves:
         server = snap.server(server_id)
-        reason = filters.why_not_movable(server, rules) or filters.why_not(
+        reason = policy.BALANCE.why_not_to(
             server, snap.hypervisor(destination), state, rules)
         if reason:
             refused[_kind(reason)] += 1

@@ -16,20 +16,14 @@ servers (unless included) and servers opted out stay, with the reason.
 import collections
 import dataclasses
 
-from osc_leveller.core import executor
 from osc_leveller.core import filters
-from osc_leveller.core import model
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import policy
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
-LIVE = 'live'
-COLD = 'cold'
-STOPPED = model.STOPPED_STATUSES
-
-# Server checks that still hold when draining (no cooldown, no scope).
-DRAIN_SERVER_FILTERS = (filters.task_state, filters.locked,
-                        filters.migration_in_flight, filters.opted_out)
+LIVE = policy.LIVE
+COLD = policy.COLD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,27 +41,6 @@ class Drain:
         return not self.stay and not self.unplaced
 
 
-def why_not_drained(server, rules, cold_migrate_stopped):
-    """(kind, None) if the server can leave, else (None, reason)."""
-    if server.status in STOPPED:
-        if not cold_migrate_stopped:
-            return None, 'status %s: stopped servers stay (use ' \
-                '--cold-migrate-stopped to move them)' % server.status
-        kind = COLD
-    elif server.status in model.LIVE_MIGRATABLE_STATUSES:
-        kind = LIVE
-    else:
-        return None, 'status %s: Nova migrates only ACTIVE or PAUSED ' \
-            'servers live, and stopped ones cold' % server.status
-    if server.blockers and kind == LIVE:
-        return None, filters.blockers(server, rules)
-    for check in DRAIN_SERVER_FILTERS:
-        reason = check(server, rules)
-        if reason:
-            return None, reason
-    return kind, None
-
-
 def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
     """A Drain emptying the named hypervisors (hypervisor_hostname list)."""
     draining = frozenset(hosts)
@@ -75,6 +48,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
         options, cooldown_hours=0.0,
         exclude_hosts=options.exclude_hosts | draining)
     rules = filters.Rules(snapshot, options)
+    who = policy.drain(cold_migrate_stopped)
     state = state_mod.new_state(snapshot, options.weights)
     by_model = options.cpu_compatibility == 'model'
     targets = [h for h in snapshot.hypervisors
@@ -85,7 +59,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
     moves, kinds, stay, unplaced = [], {}, [], []
     into = collections.Counter()
     for server in leaving:
-        kind, reason = why_not_drained(server, rules, cold_migrate_stopped)
+        reason = who.why_not(server, rules)
         if reason:
             stay.append((server, reason))
             continue
@@ -107,7 +81,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
                 or 'there is no other usable hypervisor')))
             continue
         moves.append(_move(server, best[1], state, by_model, into))
-        kinds[server.id] = kind
+        kinds[server.id] = policy.kind_of(server)
     moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
     return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced),
                  _headroom(targets, state, by_model, moves))
@@ -149,10 +123,3 @@ def _move(server, dest, state, by_model, into):
 def _kind_of(reason):
     """'MEMORY_MB full: 60 used ...' -> 'MEMORY_MB full': reasons to count."""
     return reason.split(':')[0]
-
-
-def stale(move, snapshot, state, rules, cold=False):
-    """Why a drain move no longer holds (for the executor), or None."""
-    def why_not_movable(server, rules):
-        return why_not_drained(server, rules, cold)[1]
-    return executor.recheck(move, snapshot, state, rules, why_not_movable)

@@ -22,6 +22,7 @@ cold) and abort(server_id, migration_id).
 import dataclasses
 import time
 
+from osc_leveller.core import checks
 from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import model
@@ -83,14 +84,24 @@ class Result:
     migration_id: str = ''
 
 
+@dataclasses.dataclass(frozen=True)
+class Run:
+    results: list  # a Result per move, in plan order
+    error: str = None  # why the run stopped early, if it did
+
+    @property
+    def problems(self):
+        return [r for r in self.results if r.status in PROBLEMS]
+
+
 class Executor:
     def __init__(self, actions, planner_options, options, journal=None,
                  progress=None, clock=time.monotonic, sleep=time.sleep,
-                 wall=time.time, check=None, kinds=None):
-        """check(move, snapshot, state, rules): why a move is stale, or None
-        (default: BalanceCheck, a balancing plan's checks); kinds: server
-        id -> 'live' or 'cold' (default live)."""
-        self.check = check
+                 wall=time.time, stale=None, kinds=None):
+        """stale(move, snapshot, state, rules): why a move no longer holds,
+        or None (default: checks.BalancePlan, a balancing plan's checks);
+        kinds: server id -> 'live' or 'cold' (default live)."""
+        self.stale = stale
         self.kinds = kinds or {}
         self.actions = actions
         self.planner_options = planner_options
@@ -102,14 +113,14 @@ class Executor:
         self.wall = wall
 
     def run(self, moves, snapshot=None):
-        """A Result per move, in plan order. snapshot: the state just read.
+        """The Run of the moves. snapshot: the state just read.
 
         A move starts as soon as a slot is free, not when a whole round has
         ended: every start reads the cloud again for the move and re-checks
         it.
         """
         moves = list(moves)
-        self._checker = self.check or BalanceCheck(moves)
+        stale = self.stale or checks.BalancePlan(moves)
         results = {}
         pending = list(moves)
         # The batch counts moves, an exchange's moves as one: half an
@@ -120,7 +131,7 @@ class Executor:
         running = {}  # move -> _Watch
         stopped = False
         look = True  # something changed since the cloud was last read
-        self.error = None  # why the run stopped early, if it did
+        error = None  # why the run stopped early, if it did
         while True:
             if (look and not stopped and pending
                     and (len(units) < budget or any(
@@ -130,9 +141,10 @@ class Executor:
                         m.wave == pending[0].wave for m in running))):
                 try:
                     chosen = self._round(pending, _View(snapshot), results,
-                                         (units, budget), list(running))
+                                         (units, budget), list(running),
+                                         stale)
                 except ActionError as exc:
-                    self.error = 'cannot read the cloud: %s' % exc
+                    error = 'cannot read the cloud: %s' % exc
                     stopped = True
                     continue
                 # Nothing chosen while moves run: wait for one to end.
@@ -165,16 +177,16 @@ class Executor:
                                    'for', None)
             self.journal('started', **_move_fields(move))
         for move in pending:
-            why = (self.error if self.error else
+            why = (error if error else
                    'not waited for; run again to continue'
                    if not self.options.wait else
                    'the batch limit of %d was reached' % budget
                    if len(units) >= budget else 'an earlier move failed')
             results[move] = Result(move, NOT_STARTED, why)
             self.journal('not-started', reason=why, **_move_fields(move))
-        return [results[m] for m in moves]
+        return Run([results[m] for m in moves], error)
 
-    def _round(self, pending, view, results, batch, running):
+    def _round(self, pending, view, results, batch, running, stale):
         """Moves to start now, each with the compute host to ask Nova for;
         stale ones are skipped on the way.
 
@@ -228,7 +240,7 @@ class Executor:
                     for m in chosen:
                         units.discard(_unit(m))
                     raise
-                reason = self._checker(move, snapshot, state, rules)
+                reason = stale(move, snapshot, state, rules)
             pending.remove(move)
             if reason:
                 results[move] = Result(move, SKIPPED, reason)
@@ -283,7 +295,7 @@ class Executor:
         """Poll the running moves once; the ones that ended."""
         ended = []
         for move, watch in list(running.items()):
-            result = self._check(move, watch)
+            result = self._outcome(move, watch)
             if result is None:
                 continue
             del running[move]
@@ -302,7 +314,7 @@ class Executor:
     def _cold(self, move):
         return self.kinds.get(move.server_id) == 'cold'
 
-    def _check(self, move, watch):
+    def _outcome(self, move, watch):
         """The move's Result once Nova has settled it, else None."""
         elapsed = self.clock() - watch.started
         try:
@@ -419,97 +431,6 @@ class _Watch:
     started: float  # monotonic
     aborted: bool = False
     confirmed: bool = False
-
-
-def recheck(move, snapshot, state, rules, why_not_movable):
-    """Why a move no longer holds in this snapshot, or None.
-
-    why_not_movable(server, rules): the server checks of this kind of move
-    (balancing or maintenance); the destination checks are always all.
-    """
-    server = snapshot.server(move.server_id)
-    if server is None:
-        return 'the server no longer exists'
-    where = state.host_of(server.id)  # a dry run's moves count as made
-    if where != move.source:
-        return 'it is now on %s, not on the planned source %s' % (
-            where, move.source)
-    reason = why_not_movable(server, rules)
-    if reason:
-        return reason
-    dest = snapshot.hypervisor(move.destination)
-    if dest is None:
-        return 'the destination %s no longer exists' % move.destination
-    reason = filters.why_not_destination(server, dest, state, rules)
-    if reason:
-        return '%s: %s' % (dest.name, reason)
-    return None
-
-
-def stale(move, snapshot, state, rules):
-    """A balancing move: the checks, and it must still even out the load."""
-    reason = recheck(move, snapshot, state, rules, filters.why_not_movable)
-    if reason:
-        return reason
-    source_now = state.score(move.source)
-    dest_after = state.score(move.destination) + state.load_model.delta(
-        move.server_id, move.destination)
-    if dest_after >= source_now:
-        return 'no longer evens out the load: %s would reach %.2f, %s is ' \
-            'at %.2f' % (move.destination, dest_after, move.source,
-                         source_now)
-    return None
-
-
-class BalanceCheck:
-    """The re-checks of a balancing plan; an exchange's moves as one.
-
-    The moves of an exchange lower the load only together: the first of
-    them that passes the filters checks the whole exchange against the
-    cloud now (the hotter of its two hypervisors must end cooler), and a
-    server moving on from where its exchange parked it is not held by the
-    cooldown that the parking move started.
-    """
-
-    def __init__(self, moves):
-        self.exchanges = {}
-        for move in moves:
-            if move.exchange:
-                self.exchanges.setdefault(move.exchange, []).append(move)
-        self.checked = set()
-
-    def __call__(self, move, snapshot, state, rules):
-        if not move.exchange:
-            return stale(move, snapshot, state, rules)
-        group = self.exchanges[move.exchange]
-        index = next(i for i, m in enumerate(group) if m is move)
-        parked = any(m.server_id == move.server_id for m in group[:index])
-        reason = recheck(move, snapshot, state, rules,
-                         filters.why_not_movable_again if parked
-                         else filters.why_not_movable)
-        if reason or move.exchange in self.checked:
-            return reason
-        self.checked.add(move.exchange)
-        return _exchange_stale(group[index:], state)
-
-
-def _exchange_stale(moves, state):
-    """Why the rest of an exchange no longer evens out the load, or None."""
-    first, last = {}, {}
-    for move in moves:
-        first.setdefault(move.server_id, move.source)
-        last[move.server_id] = move.destination
-    hosts = sorted(set(first.values()) | set(last.values()))
-    after = state.copy()
-    for move in moves:
-        after.apply(move.server_id, move.destination)
-    hottest = max(hosts, key=state.score)
-    worst = max(hosts, key=after.score)
-    if after.score(worst) >= state.score(hottest):
-        return 'the exchange no longer evens out the load: %s would reach ' \
-            '%.2f, %s is at %.2f' % (worst, after.score(worst), hottest,
-                                     state.score(hottest))
-    return None
 
 
 def in_flight(snapshot, options):

@@ -2,9 +2,10 @@
 
 Each filter returns None when it passes, or a reason an operator can read
 ("anti-affinity group web: hv03 already hosts web-2"). Server filters decide
-whether a server may move at all; destination filters whether it may move to
-one hypervisor in a given State. ``Rules`` holds what the filters look up
-(options, group membership, migration history), built once per snapshot.
+whether a server may move at all, in the policies of core/policy.py;
+destination filters whether it may move to one hypervisor in a given State.
+``Rules`` holds what the filters look up (options, group membership,
+migration history), built once per snapshot.
 """
 
 import collections
@@ -136,11 +137,6 @@ def source_usable(server, rules):
                                                       hyp.inconsistency)
 
 
-SERVER_FILTERS = (status, task_state, locked, migration_in_flight, blockers,
-                  opted_out, project, cooldown, source_in_scope,
-                  source_usable)
-
-
 def first_reason(checks, *args):
     """The reason of the first check that fails, or None."""
     for check in checks:
@@ -148,19 +144,6 @@ def first_reason(checks, *args):
         if reason:
             return reason
     return None
-
-
-def why_not_movable(server, rules):
-    return first_reason(SERVER_FILTERS, server, rules)
-
-
-# For a server that its exchange parked a moment ago: every server check
-# but the cooldown, which that parking move started.
-_AGAIN = tuple(f for f in SERVER_FILTERS if f is not cooldown)
-
-
-def why_not_movable_again(server, rules):
-    return first_reason(_AGAIN, server, rules)
 
 
 # --- may it move to this hypervisor, in this state? -------------------------
@@ -318,9 +301,3 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
 
 def why_not_destination(server, dest, state, rules):
     return first_reason(DESTINATION_FILTERS, server, dest, state, rules)
-
-
-def why_not(server, dest, state, rules):
-    """The first reason the move is refused, server filters first."""
-    return why_not_movable(server, rules) or why_not_destination(
-        server, dest, state, rules)

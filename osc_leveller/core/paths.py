@@ -28,19 +28,13 @@ import itertools
 import time
 
 from osc_leveller.core import errors
-from osc_leveller.core import executor
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import policy
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
-# What an operator's target placement still has to respect: what Nova
-# refuses, locks and opt-outs, and the projects and hypervisors the options
-# select. The cooldown does not apply, nor "it evens out the load".
-SERVER_FILTERS = (filters.status, filters.task_state, filters.locked,
-                  filters.migration_in_flight, filters.blockers,
-                  filters.opted_out, filters.project, filters.source_in_scope)
 # Destination filters that do not depend on what else is on the hypervisor.
 STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
                   filters.availability_zone, filters.cpu_compatible,
@@ -64,10 +58,6 @@ class Path:
     imbalance: tuple  # scoring.DomainStats lists (before, after)
 
 
-def why_not_movable(server, rules):
-    return filters.first_reason(SERVER_FILTERS, server, rules)
-
-
 class _At:
     """A state seen with one server elsewhere: enough for STATIC_FILTERS,
     which only ask where servers are."""
@@ -83,11 +73,11 @@ class _At:
 
 class _Finder:
     """state: where to start (default: the snapshot); movers: the only
-    servers that may move or park (default: any); movable(server, rules):
-    why a server may not move at all, or None."""
+    servers that may move or park (default: any); movable: the policy.Policy
+    of who may move (default: an operator's target placement's)."""
 
     def __init__(self, snapshot, targets, options, state=None, rules=None,
-                 movers=None, movable=why_not_movable):
+                 movers=None, movable=policy.PLACEMENT):
         self.snapshot = snapshot
         self.options = options
         self.rules = rules or filters.Rules(snapshot, options)
@@ -107,7 +97,7 @@ class _Finder:
         problems = []
         for sid, dst in sorted(self.pending.items(), key=self._name):
             server = self.snapshot.server(sid)
-            reason = self.movable(server, self.rules) or self._static(
+            reason = self.movable.why_not(server, self.rules) or self._static(
                 server, self.snapshot.hypervisor(dst), self.start)
             if reason:
                 problems.append('%s cannot go to %s: %s' % (
@@ -252,7 +242,7 @@ class _Finder:
             for sid in sorted(on[crowded] - {blocked}):
                 server = self.snapshot.server(sid)
                 if parks[sid] >= PARKS_PER_SERVER or \
-                        self.movable(server, self.rules):
+                        self.movable.why_not(server, self.rules):
                     continue
                 final = pending.get(sid, crowded)
                 for hyp in self._neighbours(crowded):
@@ -294,9 +284,10 @@ class _Finder:
                  if h.usable and
                  scoring.domain_of(h, self.by_model) in zones]
         inside = set(hosts)
+        why_not = self.movable.why_not
         servers = [sid for sid in self._candidates()
                    if state.host_of(sid) in inside and
-                   not self.movable(self.snapshot.server(sid), self.rules)]
+                   not why_not(self.snapshot.server(sid), self.rules)]
         every = len(servers)
         if len(servers) > SEARCH_SERVERS:
             touched = {state.host_of(sid) for sid in left} | \
@@ -435,11 +426,6 @@ def targets_from(document, snapshot, origin):
     return targets
 
 
-def stale(move, snapshot, state, rules):
-    """Why a placement move no longer holds (for the executor), or None."""
-    return executor.recheck(move, snapshot, state, rules, why_not_movable)
-
-
 def make_plan(snapshot, targets, options, max_states=SEARCH_STATES):
     """A placement plan (plan.Plan, kind placement) reaching targets."""
     created = time.time()
@@ -477,7 +463,7 @@ def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
 
 
 def sequence(snapshot, targets, options, state, rules, movers,
-             movable=why_not_movable, max_states=0):
+             movable=policy.PLACEMENT, max_states=0):
     """[(server id, hypervisor)]: valid moves from state that reach targets,
     moving and parking only movers (the planner's exchanges). PathError
     when none is found; max_states 0 tries the greedy search alone."""

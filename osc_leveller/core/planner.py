@@ -25,6 +25,7 @@ from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import policy
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
@@ -432,7 +433,7 @@ class Planner:
             try:
                 sequence = paths.sequence(
                     self.snapshot, {a: dst, b: src}, self.options,
-                    self.state, self.rules, (a, b), filters.why_not_movable)
+                    self.state, self.rules, (a, b), policy.BALANCE)
             except paths.PathError:
                 continue
             cost = sum(self.snapshot.server(sid).ram_gb
@@ -447,7 +448,7 @@ class Planner:
         if ids is None:
             ids = self._movable[host] = [
                 s.id for s in self.snapshot.servers_on(host)
-                if not filters.why_not_movable(s, self.rules)]
+                if not policy.BALANCE.why_not(s, self.rules)]
         return ids
 
     def _free(self, host):
@@ -534,7 +535,7 @@ class Planner:
     def explain(self, server):
         """Rows (hypervisor, domain, score, verdict, reason) for one server."""
         current = self.state.host_of(server.id)
-        refusal = filters.why_not_movable(server, self.rules)
+        refusal = policy.BALANCE.why_not(server, self.rules)
         rows = []
         for hyp in self.snapshot.hypervisors:
             score = self.state.score(hyp.name)

@@ -7,8 +7,8 @@ from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
+from osc_leveller.core import checks
 from osc_leveller.core import executor
-from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
@@ -116,13 +116,14 @@ class ApplyLeveller(command.Lister):
             journal=journal, progress=say,
             # An operator's target placement is not balancing: no cooldown,
             # no "still evens out the load"; Nova's own limits still hold.
-            check=paths.stale if plan.kind == plan_mod.PLACEMENT else None)
-        results = runner.run(plan.moves, snapshot=snapshot)
-        problems = [r for r in results if r.status in executor.PROBLEMS]
-        if problems or runner.error:
+            stale=checks.placement if plan.kind == plan_mod.PLACEMENT
+            else None)
+        run = runner.run(plan.moves, snapshot=snapshot)
+        results = run.results
+        if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
-        if runner.error:
-            say('Stopped: %s' % runner.error)
+        if run.error:
+            say('Stopped: %s' % run.error)
         say(_summary(results))
         journal('end', exit_code=self.exit_code, **_counts(results))
         return COLUMNS, [

@@ -5,9 +5,11 @@ import time
 
 from osc_lib import exceptions
 
+from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import policy
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import common
 
@@ -142,7 +144,7 @@ class _Run:
                 self.effective, self.args.dry_run, batch=None,
                 per_source=self.effective['apply.max_parallel'],
                 stop_on_error=False, wait=self.args.wait, waves=False),
-            journal=self.journal, progress=self.say, check=check,
+            journal=self.journal, progress=self.say, stale=check,
             kinds=kinds)
 
     def drain(self, snapshot, hosts):
@@ -182,10 +184,9 @@ class _Run:
         if self.args.disable_service and not self.args.dry_run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)
-        runner = self.executor(
-            options, lambda move, snap, state, rules: drain.stale(
-                move, snap, state, rules, cold), plan.kinds)
-        results = runner.run(plan.moves, snapshot=snapshot)
+        runner = self.executor(options, checks.drain(cold), plan.kinds)
+        run = runner.run(plan.moves, snapshot=snapshot)
+        results = run.results
         left = self.left_on(names)
         started = [r for r in results if r.status == executor.STARTED]
         if started:
@@ -201,7 +202,7 @@ class _Run:
         problems = [r for r in results if r.status in executor.PROBLEMS]
         self.command.exit_code = (
             EXIT_LEFT if (left and not self.args.dry_run and not started)
-            or problems or runner.error else EXIT_EMPTY)
+            or problems or run.error else EXIT_EMPTY)
         self.journal('end', exit_code=self.command.exit_code,
                      left=sum(left.values()))
         return COLUMNS, _rows(results, stay_rows)
@@ -273,14 +274,13 @@ class _Run:
         # cloud again (services now enabled) before it moves anything.
         cold = self.args.cold_migrate_stopped
         moves = back_moves(snapshot, hosts)
-        kinds = {m.server_id: drain.COLD for m in moves
-                 if snapshot.server(m.server_id).status in drain.STOPPED}
-        runner = self.executor(
-            self.options(snapshot), lambda move, snap, state, rules:
-            drain.stale(move, snap, state, rules, cold), kinds)
-        results = runner.run(moves)
-        problems = [r for r in results if r.status in executor.PROBLEMS]
-        self.command.exit_code = EXIT_LEFT if problems or runner.error \
+        kinds = {m.server_id: policy.kind_of(snapshot.server(m.server_id))
+                 for m in moves}
+        runner = self.executor(self.options(snapshot), checks.drain(cold),
+                               kinds)
+        run = runner.run(moves)
+        results = run.results
+        self.command.exit_code = EXIT_LEFT if run.problems or run.error \
             else EXIT_EMPTY
         return COLUMNS, _rows(results, [])
 

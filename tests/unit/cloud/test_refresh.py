@@ -170,7 +170,7 @@ class TestStaleMovesAreRefused(unittest.TestCase):
                                                  poll_interval=0.0,
                                                  stop_on_error=False),
             sleep=lambda seconds: between and between.pop(0)())
-        return runner.run(moves, snapshot=acts.snapshot())
+        return runner.run(moves, snapshot=acts.snapshot()).results
 
     def second_move_refused(self, second, change, why):
         """hot0 moves first; change() happens while it runs; the second

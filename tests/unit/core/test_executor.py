@@ -226,7 +226,9 @@ class ExecutorTest(unittest.TestCase):
             progress=self.progress.append, clock=clock, sleep=clock.sleep,
             wall=lambda: NOW + clock.now)
         self.clock = clock
-        return self.executor.run(self.plan.moves if moves is None else moves)
+        self.run = self.executor.run(self.plan.moves if moves is None
+                                     else moves)
+        return self.run.results
 
     def statuses(self, results):
         return [r.status for r in results]
@@ -318,8 +320,8 @@ class TestSuccess(ExecutorTest):
             self.nova, self.planner_options,
             executor.ApplyOptions(poll_interval=1.0),
             clock=clock, sleep=clock.sleep, wall=lambda: NOW + clock.now,
-            check=lambda *args: None, kinds={move.server_id: 'cold'})
-        results = runner.run([move])
+            stale=lambda *args: None, kinds={move.server_id: 'cold'})
+        results = runner.run([move]).results
         self.assertEqual(executor.DONE, results[0].status, results[0].reason)
         self.assertIn(('confirm', move.server_id), self.nova.calls)
         self.assertEqual('SHUTOFF', self.nova.servers[move.server_id]['status'])
@@ -434,7 +436,7 @@ class TestFailures(ExecutorTest):
         self.assertEqual(executor.NOT_STARTED, results[1].status)
         self.assertIn('cannot read the cloud: Placement answered HTTP 503',
                       results[1].reason)
-        self.assertIn('HTTP 503', self.executor.error)
+        self.assertIn('HTTP 503', self.run.error)
 
 
 class TestWhatReachesNova(ExecutorTest):

@@ -2,6 +2,7 @@ import unittest
 
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
+from osc_leveller.core import policy
 from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
 
@@ -12,7 +13,8 @@ def check(hyps, servers, server_name, dest, groups=(), migrations=(),
     rules = filters.Rules(snap, opts.PlannerOptions(**options))
     server = snap.find_server(server_name)
     state = state_mod.new_state(snap)
-    return filters.why_not(server, snap.hypervisor(dest), state, rules)
+    return policy.BALANCE.why_not_to(server, snap.hypervisor(dest), state,
+                                     rules)
 
 
 def pair(**dest_extra):

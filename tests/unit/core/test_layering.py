@@ -72,6 +72,15 @@ class TestCoreIsPure(unittest.TestCase):
         for path in modules:
             self.assertEqual([], violations(path), path.name)
 
+    def test_planning_does_not_reach_for_the_executor(self):
+        # What may move and the re-checks live in policy and checks; the
+        # executor runs moves and is nobody's library.
+        for name in ('planner', 'paths', 'drain', 'policy', 'checks',
+                     'filters', 'scoring', 'state', 'plan'):
+            found = [n for n in imported(CORE / ('%s.py' % name))
+                     if _under(n, PACKAGE + '.executor')]
+            self.assertEqual([], found, name)
+
     def test_checker_catches_a_planted_bad_import(self):
         planted = {
             'from ..cloud import collect\n': ['osc_leveller.cloud.collect'],

@@ -5,11 +5,13 @@ import unittest
 import hypothesis
 from hypothesis import strategies as st
 
+from osc_leveller.core import checks
 from osc_leveller.core import executor
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import policy
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
@@ -31,7 +33,7 @@ def replay(snap, moves, options=OPTIONS):
     for index, move in enumerate(moves):
         server = snap.server(move.server_id)
         assert state.host_of(move.server_id) == move.source, (index, move)
-        assert paths.why_not_movable(server, rules) is None, (index, move)
+        assert policy.PLACEMENT.why_not(server, rules) is None, (index, move)
         reason = filters.why_not_destination(
             server, snap.hypervisor(move.destination), state, rules)
         assert reason is None, (index, move.server_name, reason)
@@ -255,7 +257,7 @@ def reachable(snap, targets, options=OPTIONS, limit=20000):
     rules = filters.Rules(snap, options)
     ids = [s.id for s in snap.servers]
     movable = {s.id for s in snap.servers
-               if paths.why_not_movable(s, rules) is None}
+               if policy.PLACEMENT.why_not(s, rules) is None}
     names = [h.name for h in snap.hypervisors]
     start = tuple(snap.server(i).hypervisor for i in ids)
     goal = tuple(targets.get(i, snap.server(i).hypervisor) for i in ids)
@@ -352,11 +354,11 @@ class TestApplyingAPath(unittest.TestCase):
         results = executor.Executor(
             nova, options, executor.ApplyOptions(poll_interval=1.0),
             clock=clock, sleep=clock.sleep, wall=lambda: te.NOW + clock.now,
-            check=check).run(path.moves)
+            stale=check).run(path.moves).results
         return nova, results
 
     def test_every_step_runs_in_order(self):
-        nova, results = self.run_path(paths.stale)
+        nova, results = self.run_path(checks.placement)
         self.assertEqual([executor.DONE] * 3, [r.status for r in results])
         self.assertEqual('hv2', nova.servers['id-a']['hypervisor'])
         self.assertEqual('hv1', nova.servers['id-b']['hypervisor'])

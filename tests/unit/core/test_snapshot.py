@@ -9,6 +9,7 @@ import unittest
 from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
+from osc_leveller.core import policy
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 
@@ -35,7 +36,7 @@ class TestDemo(unittest.TestCase):
 
     def test_some_servers_cannot_move(self):
         rules = filters.Rules(self.snap, opts.PlannerOptions())
-        reasons = [filters.why_not_movable(s, rules) for s in self.snap.servers]
+        reasons = [policy.BALANCE.why_not(s, rules) for s in self.snap.servers]
         kinds = {r.split(' ')[0] for r in reasons if r}
         for expected in ('status', 'task_state', 'locked', 'cannot',
                          'opted', 'migrated'):

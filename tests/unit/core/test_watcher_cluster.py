@@ -6,6 +6,7 @@ import unittest
 from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
+from osc_leveller.core import policy
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import state as state_mod
 from osc_leveller.core import validation
@@ -64,7 +65,7 @@ class TestWatcherCluster(unittest.TestCase):
         self.assertEqual(('g1',), tuple(snap.server('u1').server_groups))
         rules = filters.Rules(snap, opts.PlannerOptions())
         state = state_mod.new_state(snap)
-        self.assertIn('anti-affinity', filters.why_not(
+        self.assertIn('anti-affinity', policy.BALANCE.why_not_to(
             snap.server('u1'), snap.hypervisor('cn2'), state, rules))
         cluster['server_groups'][0]['policy'] = 'sideways'
         with self.assertRaises(snapshot_io.SnapshotError):
