@@ -11,10 +11,13 @@ Maintenance overrides what only balancing cares about: the cooldown, the
 balancing scope and the "is this move worth it" gain do not apply. What Nova
 itself refuses (PCI/vGPU, a task in progress, a migration in flight), locked
 servers (unless included) and servers opted out stay, with the reason.
+Who may leave is policy.DRAIN's answer. After the maintenance, move_back
+plans the way home from Nova's migration history.
 """
 
 import collections
 import dataclasses
+import datetime
 
 from osc_leveller.core import filters
 from osc_leveller.core import plan as plan_mod
@@ -123,3 +126,40 @@ def _move(server, dest, state, by_model, into):
 def _kind_of(reason):
     """'MEMORY_MB full: 60 used ...' -> 'MEMORY_MB full': reasons to count."""
     return reason.split(':')[0]
+
+
+def move_back(snapshot, hosts):
+    """Moves returning servers whose last migration left one of the hosts
+    (model.Hypervisor list): what a restore after a drain migrates back.
+
+    Nova's migration history is the record: a server qualifies if its newest
+    migration that moved it (live, cold and confirmed, or an evacuation)
+    came from the host and it has not moved since.
+    """
+    names = {h.host: h for h in hosts}
+    last = {}
+    for mig in snapshot.migrations:
+        if not mig.moved:
+            continue
+        when = mig.created_at or 0
+        if mig.server_id not in last or when > last[mig.server_id][0]:
+            last[mig.server_id] = (when, mig)
+    moves = []
+    for when, mig in sorted(last.values(), key=lambda item: item[0]):
+        hyp = names.get(mig.source_compute)
+        server = snapshot.server(mig.server_id)
+        if hyp is None or server is None or \
+                server.hypervisor == hyp.name:
+            continue
+        moves.append(plan_mod.Move(
+            server_id=server.id, server_name=server.name,
+            source=server.hypervisor, destination=hyp.name,
+            destination_host=hyp.host, wave=1 + sum(
+                1 for m in moves if m.destination == hyp.name),
+            domain='', ram_gb=server.ram_gb, gain=0.0,
+            source_score=(0.0, 0.0), destination_score=(0.0, 0.0),
+            imbalance=(0.0, 0.0),
+            reason='moved off %s at %s; back where it was' % (
+                hyp.name, datetime.datetime.fromtimestamp(
+                    when, datetime.timezone.utc).strftime('%H:%M:%S UTC'))))
+    return sorted(moves, key=lambda m: m.wave)

@@ -1,6 +1,5 @@
 """openstack leveller evacuate"""
 
-import datetime
 import time
 
 from osc_lib import exceptions
@@ -8,10 +7,9 @@ from osc_lib import exceptions
 from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import executor
-from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
-from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import common
+from osc_leveller.v1 import migrating
 
 COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
 STAYS = 'stays'
@@ -21,14 +19,18 @@ DEFAULT_REASON = 'maintenance (openstack leveller evacuate)'
 MOVE_BACK_HOURS = 72.0  # how far back --move-back looks in Nova's history
 
 
-class EvacuateLeveller(apply_cmd.ApplyLeveller):
+class EvacuateLeveller(migrating.MigratingCommand):
     """Drain healthy hypervisors by live migration (not Nova's evacuate)"""
 
     # Not Nova's "evacuate", which rebuilds the servers of a DEAD host
     # elsewhere ("openstack server evacuate"); this empties live ones.
 
+    # The clock waits are measured and slept with, the executor's too.
+    clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
     def get_parser(self, prog_name):
-        parser = super(apply_cmd.ApplyLeveller, self).get_parser(prog_name)
+        parser = super().get_parser(prog_name)
         parser.add_argument(
             'hosts', metavar='<hypervisor>', nargs='+',
             help='Hypervisor (or compute host) to drain or restore')
@@ -64,7 +66,7 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
         parser.add_argument(
             '--include-locked', action='store_true', default=None,
             help='Also move locked servers')
-        apply_cmd.add_run_options(
+        migrating.add_run_options(
             parser, 'Show where every server would go, and what stays; '
                     'change nothing')
         wait = parser.add_mutually_exclusive_group()
@@ -92,8 +94,13 @@ class EvacuateLeveller(apply_cmd.ApplyLeveller):
             raise exceptions.CommandError(
                 '--no-wait cannot be used with --cold-migrate-stopped: a '
                 'cold migration is only over once it is confirmed')
+        if parsed_args.move_back and not parsed_args.restore:
+            raise exceptions.CommandError(
+                '--move-back works with --restore only: it migrates back '
+                'the servers that the last drain of these hypervisors moved '
+                'away')
         effective = common.settings(parsed_args, self.app)
-        return apply_cmd.guarded(
+        return migrating.guarded(
             self.app, effective, lambda actions, journal: _Run(
                 self, parsed_args, effective, actions, journal).go(),
             history_hours=MOVE_BACK_HOURS)
@@ -140,12 +147,13 @@ class _Run:
         # order (each only adds to its destination), and one failure does
         # not stop the others.
         return executor.Executor(
-            self.actions, options, apply_cmd.apply_options(
+            self.actions, options, migrating.apply_options(
                 self.effective, self.args.dry_run, batch=None,
                 per_source=self.effective['apply.max_parallel'],
                 stop_on_error=False, wait=self.args.wait, waves=False),
-            journal=self.journal, progress=self.say, stale=check,
-            kinds=kinds)
+            journal=self.journal, progress=self.say,
+            clock=self.command.clock, sleep=self.command.sleep,
+            stale=check, kinds=kinds)
 
     def drain(self, snapshot, hosts):
         for hyp in hosts:
@@ -154,12 +162,12 @@ class _Run:
                        'cannot live-migrate. To rebuild them elsewhere use '
                        '"openstack server evacuate"' % hyp.name)
                 self.journal('refused', reason=why)
-                raise apply_cmd.Refused(why)
+                raise migrating.Refused(why)
         names = [h.name for h in hosts]
         options = self.options(snapshot)
         own = {h.host for h in hosts} | set(names)
         snapshot = self.wait_for_earlier(snapshot, options, own)
-        apply_cmd.refuse_if_running(snapshot, options, self.journal, own)
+        migrating.refuse_if_running(snapshot, options, self.journal, own)
         cold = self.args.cold_migrate_stopped
         plan = drain.plan_drain(snapshot, names, options, cold)
         self.journal('start', drain=names, dry_run=self.args.dry_run,
@@ -173,22 +181,21 @@ class _Run:
                     '; '.join('%s: %s' % (s.label, r)
                               for s, r in plan.unplaced[:5]))
             self.journal('refused', reason=why)
-            raise apply_cmd.Refused(why)
+            raise migrating.Refused(why)
         for domain, why in plan.no_headroom:
             text = 'after this drain %s has no N+1 headroom: %s' % (
                 domain, why)
             if self.args.keep_n_plus_one:
                 self.journal('refused', reason=text)
-                raise apply_cmd.Refused(text + ' (nothing was moved)')
+                raise migrating.Refused(text + ' (nothing was moved)')
             self.say('Warning: ' + text)
         if self.args.disable_service and not self.args.dry_run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)
         runner = self.executor(options, checks.drain(cold), plan.kinds)
         run = runner.run(plan.moves, snapshot=snapshot)
-        results = run.results
         left = self.left_on(names)
-        started = [r for r in results if r.status == executor.STARTED]
+        started = [r for r in run.results if r.status == executor.STARTED]
         if started:
             self.say('Started %s out of %s; run "openstack leveller '
                      'evacuate %s" to continue and wait' % (
@@ -199,13 +206,12 @@ class _Run:
                 '%s (%d servers)' % kv for kv in sorted(left.items())))
         elif not self.args.dry_run:
             self.say('Empty: %s' % ', '.join(names))
-        problems = [r for r in results if r.status in executor.PROBLEMS]
         self.command.exit_code = (
             EXIT_LEFT if (left and not self.args.dry_run and not started)
-            or problems or run.error else EXIT_EMPTY)
+            or run.problems or run.error else EXIT_EMPTY)
         self.journal('end', exit_code=self.command.exit_code,
                      left=sum(left.values()))
-        return COLUMNS, _rows(results, stay_rows)
+        return COLUMNS, _rows(run.results, stay_rows)
 
     def wait_for_earlier(self, snapshot, options, own):
         """The state once migrations already running out of the hosts end.
@@ -215,7 +221,7 @@ class _Run:
         MIGRATING counts too: Nova may close the migration record a moment
         before it clears the server's task.
         """
-        deadline = time.monotonic() + self.effective['apply.timeout']
+        deadline = self.command.clock() + self.effective['apply.timeout']
         said = False
         while not self.args.dry_run:
             running = [m for m in executor.in_flight(snapshot, options)
@@ -232,15 +238,15 @@ class _Run:
                 ', '.join(sorted({_hypervisor(snapshot, m.source_compute)
                                   for m in running}
                                  or {s.hypervisor for s in moving})))
-            if time.monotonic() > deadline:
+            if self.command.clock() > deadline:
                 why = '%s after %.0f s' % (what,
                                            self.effective['apply.timeout'])
                 self.journal('refused', reason=why)
-                raise apply_cmd.Refused(why)
+                raise migrating.Refused(why)
             if not said:
                 self.say('Waiting for %s' % what)
                 said = True
-            time.sleep(self.effective['apply.poll_interval'])
+            self.command.sleep(self.effective['apply.poll_interval'])
             snapshot = self.read()
         return snapshot
 
@@ -264,61 +270,28 @@ class _Run:
             'Enabled' if enabled else 'Disabled', hyp.host))
 
     def restore(self, snapshot, hosts):
+        names = [h.name for h in hosts]
+        # The history comes from the first read; the executor reads the
+        # cloud again (services now enabled) before it moves anything.
+        moves = drain.move_back(snapshot, hosts) if self.args.move_back \
+            else ()
+        self.journal('start', restore=names, move_back=self.args.move_back,
+                     dry_run=self.args.dry_run, moves=len(moves))
         if not self.args.dry_run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=True)
-        if not self.args.move_back:
-            self.command.exit_code = EXIT_EMPTY
-            return COLUMNS, []
-        # The history comes from the first read; the executor reads the
-        # cloud again (services now enabled) before it moves anything.
-        cold = self.args.cold_migrate_stopped
-        moves = back_moves(snapshot, hosts)
-        kinds = {m.server_id: policy.kind_of(snapshot.server(m.server_id))
-                 for m in moves}
-        runner = self.executor(self.options(snapshot), checks.drain(cold),
-                               kinds)
-        run = runner.run(moves)
-        results = run.results
-        self.command.exit_code = EXIT_LEFT if run.problems or run.error \
-            else EXIT_EMPTY
+        results, failed = [], False
+        if moves:
+            kinds = {m.server_id: policy.kind_of(snapshot.server(
+                m.server_id)) for m in moves}
+            run = self.executor(
+                self.options(snapshot),
+                checks.drain(self.args.cold_migrate_stopped),
+                kinds).run(moves)
+            results, failed = run.results, bool(run.problems or run.error)
+        self.command.exit_code = EXIT_LEFT if failed else EXIT_EMPTY
+        self.journal('end', exit_code=self.command.exit_code)
         return COLUMNS, _rows(results, [])
-
-
-def back_moves(snapshot, hosts):
-    """Moves returning servers whose last migration left one of the hosts.
-
-    Nova's migration history is the record: a server qualifies if its newest
-    completed migration (live, or cold and confirmed) came from the host and
-    it has not moved since.
-    """
-    names = {h.host: h for h in hosts}
-    last = {}
-    for mig in snapshot.migrations:
-        if not mig.moved:
-            continue
-        when = mig.created_at or 0
-        if mig.server_id not in last or when > last[mig.server_id][0]:
-            last[mig.server_id] = (when, mig)
-    moves = []
-    for when, mig in sorted(last.values(), key=lambda item: item[0]):
-        hyp = names.get(mig.source_compute)
-        server = snapshot.server(mig.server_id)
-        if hyp is None or server is None or \
-                server.hypervisor == hyp.name:
-            continue
-        moves.append(plan_mod.Move(
-            server_id=server.id, server_name=server.name,
-            source=server.hypervisor, destination=hyp.name,
-            destination_host=hyp.host, wave=1 + sum(
-                1 for m in moves if m.destination == hyp.name),
-            domain='', ram_gb=server.ram_gb, gain=0.0,
-            source_score=(0.0, 0.0), destination_score=(0.0, 0.0),
-            imbalance=(0.0, 0.0),
-            reason='moved off %s at %s; back where it was' % (
-                hyp.name, datetime.datetime.fromtimestamp(
-                    when, datetime.timezone.utc).strftime('%H:%M:%S UTC'))))
-    return sorted(moves, key=lambda m: m.wave)
 
 
 def _hypervisor(snapshot, host):
@@ -328,10 +301,7 @@ def _hypervisor(snapshot, host):
 
 
 def _rows(results, stay_rows):
-    rows = [(i, r.move.server_name or r.move.server_id, r.move.source,
-             r.move.destination, r.status,
-             None if r.duration is None else round(r.duration, 1), r.reason)
-            for i, r in enumerate(results, start=1)]
+    rows = migrating.rows(results)
     start = len(rows) + 1
     rows += [(start + i, server.label, server.hypervisor, None, STAYS, None,
               why) for i, (server, why) in enumerate(stay_rows)]

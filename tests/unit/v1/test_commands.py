@@ -19,6 +19,7 @@ from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import config as config_cmd
 from osc_leveller.v1 import evacuate as evacuate_cmd
+from osc_leveller.v1 import migrating
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
@@ -453,7 +454,7 @@ class SimulatedNovaTest(CommandTest):
             'lock_file': os.path.join(self.tmp.name, 'apply.lock'),
             'journal': os.path.join(self.tmp.name, 'journal.jsonl')},
             'prometheus': {'password': 'pr0m-secret'}}
-        patcher = mock.patch.multiple(apply_cmd, actions_mod=mock.Mock(
+        patcher = mock.patch.multiple(migrating, actions_mod=mock.Mock(
             Actions=lambda *a, **kw: self.nova))
         patcher.start()
         self.addCleanup(patcher.stop)
@@ -676,8 +677,10 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual(2, len(self.nova.running))
         self.assertEqual('disabled', self.nova.hyps[0]['service']['status'])
         # Time passing lets Nova finish what the first run started.
-        ticks = mock.patch.object(evacuate_cmd.time, 'sleep', lambda s: [
-            self.nova.server(i) for i in list(self.nova.running)])
+        ticks = mock.patch.object(evacuate_cmd.EvacuateLeveller, 'sleep',
+                                  staticmethod(lambda s: [
+                                      self.nova.server(i)
+                                      for i in list(self.nova.running)]))
         with ticks:
             code, rows, err = self.evacuate(['hv1', '-f', 'json'])
         self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
@@ -695,7 +698,8 @@ class TestEvacuate(SimulatedNovaTest):
 
         def settle(seconds):
             server.update(status='ACTIVE', task_state=None)
-        with mock.patch.object(evacuate_cmd.time, 'sleep', settle):
+        with mock.patch.object(evacuate_cmd.EvacuateLeveller, 'sleep',
+                               staticmethod(settle)):
             code, rows, err = self.evacuate(['hv1', '-f', 'json'])
         self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
         self.assertEqual({'done'}, {r['Status'] for r in rows}, rows)
@@ -766,6 +770,51 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual('hv1', self.nova.servers['id-web0']['hypervisor'])
         self.assertEqual('SHUTOFF', self.nova.servers['id-web0']['status'])
         self.assertEqual(2, self.nova.calls.count(('confirm', 'id-web0')))
+
+    def test_move_back_needs_restore(self):
+        self.assert_command_error(
+            evacuate_cmd.EvacuateLeveller, ['hv1', '--move-back'],
+            '--move-back works with --restore only')
+        self.assertEqual([], self.nova.calls)
+
+    def test_restore_is_journalled_like_a_drain(self):
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
+                                         '-f', 'json'])
+        self.assertEqual(0, code, err)
+        journal = self.journal()
+        restore = [e for e in journal if e['event'] == 'start'][-1]
+        self.assertEqual((['hv1'], True, 8), (
+            restore['restore'], restore['move_back'], restore['moves']))
+        after = journal[journal.index(restore):]
+        self.assertEqual(['start', 'enable-service'],
+                         [e['event'] for e in after[:2]])
+        self.assertEqual(('end', 0), (after[-1]['event'],
+                                      after[-1]['exit_code']))
+        self.assertEqual(8, sum(1 for e in after if e['event'] == 'done'))
+        # Without --move-back: the service, between a start and an end.
+        code, rows, err = self.evacuate(['hv1', '--restore'])
+        self.assertEqual(['start', 'enable-service', 'end'],
+                         [e['event'] for e in self.journal()[-3:]])
+
+    def test_waits_use_the_commands_clock(self):
+        # A migration out of hv1 that never ends: the drain waits for it
+        # on its own clock, then refuses, without sleeping for real.
+        self.nova.live_migrate('id-web0', b.compute_host('hv2'))
+        self.nova.behaviour['hv2'] = 'stuck'
+        now = [0.0]
+        slept = []
+
+        def sleep(seconds):
+            slept.append(seconds)
+            now[0] += seconds
+        with mock.patch.multiple(evacuate_cmd.EvacuateLeveller,
+                                 clock=staticmethod(lambda: now[0]),
+                                 sleep=staticmethod(sleep)):
+            code, rows, err = self.evacuate(['hv1', '--timeout', '30'])
+        self.assertEqual(migrating.EXIT_REFUSED, code, err)
+        self.assertIn('already running out of hv1 after 30 s', err)
+        self.assertAlmostEqual(30.0, sum(slept), delta=0.2)  # 0.1 s each
 
     def test_restore_moves_servers_back(self):
         code, rows, err = self.evacuate(['hv1', '-f', 'json'])

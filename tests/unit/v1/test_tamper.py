@@ -34,6 +34,7 @@ from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import common
+from osc_leveller.v1 import migrating
 from tests.unit import builders as b
 from tests.unit import oracle
 from tests.unit.core import test_executor
@@ -163,7 +164,7 @@ class TestTamperedPlans(test_commands.CommandTest):
             '--exclude-host', EXCLUDED] + list(flags), [])
         # The simulated Nova moves on when asked; no need to wait for it.
         quick = functools.partial(executor.Executor, sleep=lambda _: None)
-        with mock.patch.object(apply_cmd, 'actions_mod', mock.Mock(
+        with mock.patch.object(migrating, 'actions_mod', mock.Mock(
                 Actions=lambda *args, **kwargs: nova)), \
                 mock.patch.object(common, 'open_connection',
                                   lambda *args, **kwargs: None), \

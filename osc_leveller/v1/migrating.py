@@ -1,0 +1,143 @@
+"""What the commands that migrate share (apply, evacuate): their run
+options, the lock and journal around a run, the refusal when Nova already
+migrates, and their exit codes for scripts."""
+
+import uuid
+
+from osc_lib import exceptions
+from osc_lib.command import command
+
+from osc_leveller.cloud import actions as actions_mod
+from osc_leveller.cloud import measure
+from osc_leveller.core import executor
+from osc_leveller.v1 import common
+from osc_leveller.v1 import runfiles
+
+COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
+           'Reason')
+EXIT_REFUSED = 4  # another run holds the lock, or migrations are running
+EXIT_INTERRUPTED = 130
+
+
+class Refused(Exception):
+    """Not started on purpose; exit EXIT_REFUSED."""
+
+
+class MigratingCommand(command.Lister):
+    """A command that runs migrations: its take_action sets exit_code."""
+
+    auth_required = False  # connects itself, like plan
+    need_sort_by_cliff = False  # rows in execution order
+    exit_code = 0
+
+    def run(self, parsed_args):
+        self.exit_code = 0
+        try:
+            super().run(parsed_args)
+        except Refused as exc:
+            self.app.stderr.write('Refused: %s\n' % exc)
+            return EXIT_REFUSED
+        except KeyboardInterrupt:
+            self.app.stderr.write(
+                'Interrupted: live migrations already started go on in '
+                'Nova; see "openstack server migration list"\n')
+            return EXIT_INTERRUPTED
+        return self.exit_code
+
+
+def rows(results):
+    """The table rows of the executor's results, numbered from 1."""
+    return [(i, r.move.server_name or r.move.server_id, r.move.source,
+             r.move.destination, r.status,
+             None if r.duration is None else round(r.duration, 1), r.reason)
+            for i, r in enumerate(results, start=1)]
+
+
+def add_run_options(parser, dry_run_help):
+    """Options of every command that migrates (apply, evacuate)."""
+    parser.add_argument(
+        '--max-parallel', metavar='<count>', type=int,
+        help='Migrations running at once (default %s)'
+        % common.default_text('apply.max_parallel'))
+    parser.add_argument(
+        '--timeout', metavar='<seconds>', type=float,
+        help='Abort a migration that has not finished after this long '
+             '(default %s)' % common.default_text('apply.timeout'))
+    parser.add_argument('--dry-run', action='store_true', default=False,
+                        help=dry_run_help)
+    parser.add_argument(
+        '--journal', metavar='<file>',
+        help='Append a JSON line per action to this file (default %s; '
+             'empty: none)' % common.default_text('apply.journal'))
+    parser.add_argument(
+        '--lock-file', metavar='<file>',
+        help='Lock that keeps two runs from overlapping (default %s)'
+        % common.default_text('apply.lock_file'))
+
+
+def apply_options(effective, dry_run, **fields):
+    """The executor's limits from the apply.* settings."""
+    values = dict(batch=effective['apply.batch'],
+                  max_parallel=effective['apply.max_parallel'],
+                  timeout=effective['apply.timeout'],
+                  poll_interval=effective['apply.poll_interval'],
+                  stop_on_error=effective['apply.stop_on_error'],
+                  dry_run=dry_run)
+    values.update(fields)
+    return executor.ApplyOptions(**values)
+
+
+def refuse_if_running(snapshot, options, journal, own=()):
+    """Refused when Nova already runs migrations on hypervisors in scope.
+
+    own: source hosts whose outgoing migrations are this run's business.
+    """
+    running = [m for m in executor.in_flight(snapshot, options)
+               if m.source_compute not in own]
+    if running:
+        why = '%s already running: %s' % (
+            common.plural(len(running), 'migration'), ', '.join(
+                '%s %s -> %s (%s)' % (m.server_id, m.source_compute,
+                                      m.dest_compute, m.status)
+                for m in running[:5]))
+        journal('refused', reason=why)
+        raise Refused(why)
+
+
+def guarded(app, effective, body, history_hours=24.0):
+    """body(actions, journal) with the journal open and the lock held.
+
+    The connection sends one new global request id on every call, and the
+    journal records it, so Nova's logs and the journal can be matched. The
+    migration history read covers history_hours and the cooldown.
+    """
+    run_id = 'req-%s' % uuid.uuid4()
+    try:
+        journal = runfiles.Journal(effective['apply.journal'], run_id)
+    except OSError as exc:
+        raise exceptions.CommandError('cannot open the journal %s: %s' % (
+            effective['apply.journal'], exc)) from exc
+    lock = runfiles.Lock(effective['apply.lock_file'])
+    try:
+        try:
+            lock.acquire()
+        except runfiles.LockHeld as exc:
+            journal('refused', reason=str(exc))
+            raise Refused(str(exc)) from exc
+        except OSError as exc:
+            raise exceptions.CommandError('cannot take the lock %s: %s' % (
+                lock.path, exc)) from exc
+        actions = actions_mod.Actions(
+            common.open_connection(app, effective, run_id),
+            metrics=measure.reader_from_settings(
+                effective.section('prometheus')),
+            history_hours=max(history_hours, effective['cooldown'] + 1),
+            retries=effective['cloud.retries'],
+            progress=common.progress_of(app))
+        return body(actions, journal)
+    except KeyboardInterrupt:
+        journal('interrupted')
+        raise
+    finally:
+        lock.release()
+        journal.close()
