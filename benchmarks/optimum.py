@@ -69,7 +69,7 @@ class Model:
         self.variables = []  # (server id, host) of every x
         self.choices = {}  # server id -> its variables, staying first
         for src in self.hosts:
-            for sid in p.movable[src]:
+            for sid in p.search.movable_on(src):
                 allowed = [src] + [h for h in self.hosts
                                    if h != src and self._may(sid, h)]
                 if len(allowed) > 1:

@@ -352,14 +352,12 @@ class _Finder:
     # --- the result ---------------------------------------------------------
 
     def path(self, sequence, searched):
-        last_wave = {}
+        assign = plan_mod.Waves()
         waves = []
         at = {}
         for sid, dst in sequence:
             src = at.get(sid) or self.start.host_of(sid)
-            wave = max(last_wave.get(src, 0), last_wave.get(dst, 0)) + 1
-            last_wave[src] = last_wave[dst] = wave
-            waves.append((wave, sid, src, dst))
+            waves.append((assign.next(src, dst), sid, src, dst))
             at[sid] = dst
         state = self.start.copy()
         moves = []
@@ -431,20 +429,8 @@ def make_plan(snapshot, targets, options, max_states=SEARCH_STATES):
     created = time.time()
     path = find_path(snapshot, targets, options, max_states)
     before, after = path.imbalance
-    return plan_mod.Plan(
-        moves=path.moves,
-        imbalance_before=scoring.pooled_imbalance(before),
-        imbalance_after=scoring.pooled_imbalance(after),
-        domains=tuple(
-            {'domain': b.domain, 'hosts': b.hosts, 'before': b.imbalance,
-             'after': a.imbalance,
-             'moves': sum(1 for m in path.moves if m.domain == b.domain)}
-            for b, a in zip(before, after)),
-        fingerprint=plan_mod.fingerprint(snapshot),
-        snapshot_taken_at=snapshot.taken_at,
-        snapshot_source=dict(snapshot.source),
-        options=opts.to_document(options),
-        created_at=created,
+    return plan_mod.build(
+        snapshot, options, path.moves, before, after, created,
         note='' if path.moves else 'every server is already on its target',
         kind=plan_mod.PLACEMENT)
 

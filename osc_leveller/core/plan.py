@@ -12,6 +12,8 @@ import json
 
 from osc_leveller.core import errors
 from osc_leveller.core import files
+from osc_leveller.core import options as opts
+from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import validation
 
@@ -64,6 +66,48 @@ class Plan:
     @property
     def migrated_gb(self):
         return sum(m.ram_gb for m in self.moves)
+
+
+def build(snapshot, options, moves, before, after, created, note='',
+          kind=BALANCE):
+    """The Plan of moves made on snapshot with options (PlannerOptions).
+
+    before, after: the scoring.DomainStats of every domain before and after
+    the moves; created: when planning started (seconds since the epoch).
+    """
+    return Plan(
+        moves=tuple(moves),
+        imbalance_before=scoring.pooled_imbalance(before),
+        imbalance_after=scoring.pooled_imbalance(after),
+        domains=tuple(
+            {'domain': b.domain, 'hosts': b.hosts, 'before': b.imbalance,
+             'after': a.imbalance,
+             'moves': sum(1 for m in moves if m.domain == b.domain)}
+            for b, a in zip(before, after)),
+        fingerprint=fingerprint(snapshot),
+        snapshot_taken_at=snapshot.taken_at,
+        snapshot_source=dict(snapshot.source),
+        options=opts.to_document(options),
+        created_at=created,
+        note=note,
+        kind=kind)
+
+
+class Waves:
+    """Wave numbers for moves in planning order: one wave after the last
+    move on either of its hypervisors. Moves of one wave share no
+    hypervisor, and a move's validity depends only on the moves before it
+    on its two hypervisors, so wave order is as valid as planning order; it
+    is the order apply runs."""
+
+    def __init__(self):
+        self.last = {}
+
+    def next(self, source, destination):
+        wave = max(self.last.get(source, 0),
+                   self.last.get(destination, 0)) + 1
+        self.last[source] = self.last[destination] = wave
+        return wave
 
 
 def fingerprint(snap):

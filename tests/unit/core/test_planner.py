@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
+from osc_leveller.core import search as search_mod
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 from tests.unit import oracle
@@ -393,7 +394,7 @@ class TestOracleRefuses(unittest.TestCase):
 
 
 def full_sort(self, domain, sources, dests):
-    """Planner._search as it was before its bounds: every candidate
+    """MoveSearch._search as it was before its bounds: every candidate
     computed, sorted, then filtered; the same arithmetic."""
     min_gain = max(self.options.min_gain, 1e-12)
     n = len(domain.hosts)
@@ -403,7 +404,7 @@ def full_sort(self, domain, sources, dests):
     candidates = []
     for src in sources:
         s_c, s_r = self.state.parts(src)
-        for sid in self._free(src):
+        for sid in self.free(src):
             a_c, a_r = self.model.server_parts(sid, src)
             cost = self.snapshot.server(sid).ram_gb + self.options.move_cost_gb
             fixed = -2 * a_c * s_c + a_c * a_c - 2 * a_r * s_r + a_r * a_r
@@ -417,9 +418,8 @@ def full_sort(self, domain, sources, dests):
                          + 2 * b_r * p_r + b_r * b_r
                          - (2 * total_c * d_c + d_c * d_c
                             + 2 * total_r * d_r + d_r * d_r) / n)
-                if gain > min_gain and self._score_gain(
-                        domain, s_c + s_r, a_c + a_r, p_c + p_r,
-                        b_c + b_r) >= 0:
+                if gain > min_gain and domain.score_gain(
+                        s_c + s_r, a_c + a_r, p_c + p_r, b_c + b_r) >= 0:
                     drop = spread - (max(0.0, sse - gain) / n) ** 0.5
                     candidates.append((-drop / cost, sid, dst, src, gain))
     candidates.sort()
@@ -429,9 +429,8 @@ def full_sort(self, domain, sources, dests):
             self.snapshot.server(sid), self.snapshot.hypervisor(dst),
             self.state, self.rules)
         if reason is None:
-            return {'value': -neg_value, 'server': sid, 'source': src,
-                    'destination': dst, 'gain': gain,
-                    'refused': rejected.get(sid)}
+            return search_mod.Single(-neg_value, sid, src, dst, gain,
+                                     rejected.get(sid))
         rejected.setdefault(sid, (dst, reason))
     return None
 
@@ -450,11 +449,11 @@ class TestSearchOrder(unittest.TestCase):
                       move_cost=st.sampled_from([0.0, 64.0, 1e6]))
     def test_search_finds_what_a_full_sort_finds(
             self, document, compatibility, cpu_weight, move_cost):
-        search = planner.Planner._search
+        search = search_mod.MoveSearch._search
 
-        def checked(planner_self, domain, sources, dests):
-            found = search(planner_self, domain, sources, dests)
-            self.assertEqual(full_sort(planner_self, domain, sources, dests),
+        def checked(search_self, domain, sources, dests):
+            found = search(search_self, domain, sources, dests)
+            self.assertEqual(full_sort(search_self, domain, sources, dests),
                              found)
             return found
 
@@ -462,5 +461,5 @@ class TestSearchOrder(unittest.TestCase):
         options = opts.PlannerOptions(
             threshold=0.0, min_gain=0.0, max_moves=40, weights=weights,
             move_cost_gb=move_cost, cpu_compatibility=compatibility)
-        with mock.patch.object(planner.Planner, '_search', checked):
+        with mock.patch.object(search_mod.MoveSearch, '_search', checked):
             planner.make_plan(parse(document), options)
