@@ -128,7 +128,17 @@ def parse_time(text, path='timestamp'):
 
 
 def format_time(seconds):
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    """ISO 8601 in UTC, to the second, of seconds since the epoch."""
+    return format_datetime(
+        datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc))
+
+
+def format_datetime(moment):
+    """ISO 8601 in UTC, to the second ('2026-11-20T09:00:00Z'), of a
+    datetime; a naive one is UTC, as parse_time reads it."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    moment = moment.astimezone(datetime.timezone.utc)
     # Not strftime: its %Y writes year 1 as '1', which no reader takes back.
     return moment.isoformat(timespec='seconds').replace('+00:00', 'Z')
 

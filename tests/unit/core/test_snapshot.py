@@ -1,6 +1,7 @@
 import collections
 import copy
 import dataclasses
+import datetime
 import json
 import os
 import tempfile
@@ -200,6 +201,20 @@ class TestBadSnapshots(unittest.TestCase):
                          snapshot_io.format_time(seconds))
         self.assertEqual('2026-11-20T12:00:00Z', snapshot_io.format_time(
             snapshot_io.parse_time('2026-11-20T12:00:00.75Z')))
+
+    def test_datetimes_are_written_in_utc_to_the_second(self):
+        utc = datetime.timezone.utc
+        moment = datetime.datetime(2026, 11, 20, 9, 0, 0, 999999)
+        for written in (moment, moment.replace(tzinfo=utc),
+                        moment.replace(hour=11, tzinfo=datetime.timezone(
+                            datetime.timedelta(hours=2)))):
+            self.assertEqual('2026-11-20T09:00:00Z',
+                             snapshot_io.format_datetime(written))
+        # Not through a float: that would round this into year 10000.
+        self.assertEqual('9999-12-31T23:59:59Z', snapshot_io.format_datetime(
+            datetime.datetime(9999, 12, 31, 23, 59, 59, 999999)))
+        self.assertEqual('0001-01-01T00:00:00Z', snapshot_io.format_datetime(
+            datetime.datetime(1, 1, 1)))
 
     def test_files(self):
         with tempfile.TemporaryDirectory() as tmp:
