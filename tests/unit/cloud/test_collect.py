@@ -17,6 +17,7 @@ import http
 import io
 import json
 import logging
+import pathlib
 import threading
 import time
 import types
@@ -814,6 +815,31 @@ class TestMetrics(unittest.TestCase):
         reader = self.reader({'url': 'http://p',
                               'queries': {'ram_pressure': ''}})
         self.assertEqual({'cpu', 'ram', 'cpu_pressure'}, set(reader.queries))
+
+
+class TestDocument(unittest.TestCase):
+    """The whole document, byte for byte, so that reshaping the collector
+    cannot change what it writes unnoticed."""
+
+    STORED = pathlib.Path(__file__).with_name('collected-world.json')
+
+    def test_the_world_is_written_as_stored(self):
+        # Every join at once: a live migration and a resize in flight
+        # (consumers on two hypervisors), a child provider's vGPU, a
+        # hypervisor not in Placement, an Ironic node, a migration too old,
+        # measured load and what it does not cover.
+        reader = FakeReader(
+            hosts={'hv00': {'cpu': 0.9, 'ram': 0.5, 'cpu_pressure': 0.2}},
+            problems={'hv01': 'no cpu series'},
+            servers={'s1': {'cpu': 0.7, 'ram': 0.4}})
+        with mock.patch.object(collect.sdk_utils, 'supports_microversion',
+                               return_value=True), quiet():
+            document = collect.Collector(cloud(3), workers=2,
+                                         metrics=reader).collect(now=NOW)
+        # A change meant to change the document rewrites the file with:
+        written = json.dumps(document, sort_keys=True, indent=1) + '\n'
+        self.maxDiff = None
+        self.assertEqual(self.STORED.read_text(encoding='utf-8'), written)
 
 
 class TestAnswersNoCloudGives(unittest.TestCase):
