@@ -26,6 +26,7 @@ from osc_leveller.cloud import coverage
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import errors
+from osc_leveller.core import snapshot
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
@@ -47,10 +48,6 @@ MESSAGE = 300  # characters of a service's error text that messages quote
 
 class CollectError(errors.LevellerError):
     """The cloud cannot be read; the message says what to do."""
-
-
-def _iso(moment):
-    return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 @contextlib.contextmanager
@@ -210,8 +207,9 @@ def hypervisors(compute, retries=RETRIES, **query):
 
 def migrations(compute, since, retries=RETRIES, **query):
     """Migrations updated since then (changes-since)."""
+    since = snapshot.format_datetime(since)
     return _pages(compute, '/os-migrations', 'migrations', retries,
-                  params=dict(query, **{'changes-since': _iso(since)}),
+                  params=dict(query, **{'changes-since': since}),
                   microversion=MIGRATIONS_VERSION)
 
 
@@ -540,8 +538,8 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
                           if _mapping('a migration', m)
                           and m.get('instance_uuid')]
     return {
-        'format': 'osc-leveller-snapshot/1',
-        'taken_at': _iso(now),
+        'format': snapshot.FORMAT,
+        'taken_at': snapshot.format_datetime(now),
         'source': source,
         'hypervisors': docs,
         'servers': server_docs,
@@ -637,7 +635,11 @@ def _migration_doc(migration):
 
 
 def _timestamp(value):
-    """Nova's naive UTC times ('2026-11-20T09:00:00.000000') as ISO 8601."""
+    """Nova's naive UTC times ('2026-11-20T09:00:00.000000') as ISO 8601.
+
+    Text, not parsed: one that is no time fails the document's check,
+    which names the field (migrations[0].created_at).
+    """
     if not value:
         return None
     return value if value.endswith('Z') or '+' in value[10:] \
