@@ -9,6 +9,7 @@ JSON, not as openstacksdk resources: building a resource costs milliseconds,
 minutes for the servers of a large cloud.
 """
 
+import collections
 import concurrent.futures
 import contextlib
 import datetime
@@ -399,30 +400,13 @@ def _mapping(name, value):
     return True
 
 
-def _cpu_info(hypervisor):
-    info = hypervisor.get('cpu_info') or {}
-    if isinstance(info, str):
-        try:
-            info = json.loads(info)
-        except ValueError:
-            info = {}
-    return {'arch': info.get('arch'), 'model': info.get('model'),
-            'features': sorted(info.get('features') or [])}
-
-
-def _flavor(flavor):
-    """The embedded flavor of a server (2.47+: original_name, extra_specs)."""
-    get = flavor.get
-    return {
-        'name': get('original_name') or get('name'),
-        'vcpus': int(get('vcpus') or 0),
-        'ram': int(get('ram') or 0),
-        'disk': int(get('disk') or 0),
-        'ephemeral': int(get('ephemeral') or 0),
-        'swap': int(get('swap') or 0),
-        'extra_specs': {k: str(v) for k, v in
-                        (get('extra_specs') or {}).items()},
-    }
+# Nova's names of the server fields read (servers/detail, admin).
+NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
+HOST = 'OS-EXT-SRV-ATTR:host'
+TASK = 'OS-EXT-STS:task_state'
+# What the document keeps of a Placement inventory.
+INVENTORY = ('total', 'reserved', 'allocation_ratio', 'min_unit',
+             'max_unit', 'step_size')
 
 
 def build_document(now, cloud, region, services, hypervisors, aggregates,
@@ -430,122 +414,150 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
                    unanswered=None):
     """Join what Nova and Placement said into a snapshot document.
 
-    Join keys: hypervisor_hostname == provider name == server's
-    hypervisor_hostname; service host == aggregate host == server's
-    compute host. A part of an answer that does not have the shape of
-    Nova's or Placement's is a CollectError naming that part. unanswered:
-    {provider uuid: why} of providers Placement did not answer for; their
-    hypervisors are left out, and the note says so.
+    The joins, all of them:
+
+    - hypervisor_hostname == root resource provider name == server's
+      hypervisor_hostname (OS-EXT-SRV-ATTR:hypervisor_hostname);
+    - hypervisor's service host == compute service host == aggregate host;
+    - a consumer of a root provider's allocations is a server or a
+      migration (its uuid): during a migration the source's allocation
+      belongs to the migration and counts in usages. A server's own
+      resources are its allocation on its own hypervisor (a
+      rebuild-evacuation holds one on both);
+    - an allocation on a child provider (a vGPU, a PCI device) is a
+      blocker of its server.
+
+    providers: [(provider, its inventories)]; allocations: {provider uuid:
+    Placement's allocations}; unanswered: {provider uuid: why} of providers
+    Placement did not answer for. A hypervisor whose provider, or one of
+    its children, went unanswered is left out, and the note says so. A part
+    of an answer that does not have the shape of Nova's or Placement's is a
+    CollectError naming that part.
     """
-    unanswered = unanswered or {}
+    by_host = _services_by_host(services)
+    host_aggregates = _aggregates_by_host(aggregates)
+    roots, children, silent = _provider_tree(providers, unanswered or {})
+    hyps = build_hypervisors(hypervisors, roots, silent, by_host,
+                             host_aggregates, allocations)
+    server_docs = build_servers(servers, hyps,
+                                _child_allocations(children, allocations))
+    if hyps.not_answered and not hyps.docs:
+        raise CollectError('Placement answered for none of the %d '
+                           'hypervisors: %s' % (len(hyps.not_answered), _short(
+                               ', '.join(sorted(hyps.not_answered)))))
+    return {
+        'format': snapshot.FORMAT,
+        'taken_at': snapshot.format_datetime(now),
+        'source': build_source(cloud, region, hyps),
+        'hypervisors': hyps.docs,
+        'servers': server_docs,
+        'server_groups': build_server_groups(groups),
+        'migrations': build_migrations(migrations),
+    }
+
+
+def build_source(cloud, region, hyps):
+    """Where the document comes from, noting the hypervisors left out."""
+    source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
+    notes = []
+    if hyps.left_out:
+        notes.append('left out, no resource provider in Placement: %s'
+                     % ', '.join(sorted(hyps.left_out)))
+    if hyps.not_answered:
+        notes.append('left out, Placement did not answer for them: %s'
+                     % ', '.join(sorted(hyps.not_answered)))
+    if notes:
+        source['note'] = '; '.join(notes)
+    return source
+
+
+def _services_by_host(services):
     with reading('Nova GET /os-services'):
-        by_host = {s['host']: s for s in services}
-    host_aggregates = {}
+        return {s['host']: s for s in services}
+
+
+def _aggregates_by_host(aggregates):
+    """{compute host: its aggregates, as the document writes them}."""
+    found = {}
     with reading('Nova GET /os-aggregates'):
         for agg in aggregates:
             for host in agg.get('hosts') or []:
-                host_aggregates.setdefault(host, []).append({
+                found.setdefault(host, []).append({
                     'name': agg['name'],
                     'metadata': {k: str(v) for k, v in
                                  (agg.get('metadata') or {}).items()}})
+    return found
+
+
+def _provider_tree(providers, unanswered):
+    """roots {name: (provider, inventories)}, children {uuid: provider}
+    and silent {root uuid: why}: the roots Placement did not answer for,
+    or for one of whose children."""
     with reading('Placement GET /resource_providers'):
         roots = {rp['name']: (rp, inv) for rp, inv in providers
                  if not rp.get('parent_provider_uuid')}
         children = {rp['uuid']: rp for rp, _ in providers
                     if rp.get('parent_provider_uuid')}
-        silent = dict(unanswered)  # a root whose child went unanswered too
+        silent = dict(unanswered)
         for uuid, rp in children.items():
             if uuid in unanswered:
                 silent.setdefault(rp.get('root_provider_uuid') or
                                   rp['parent_provider_uuid'],
                                   '%s: %s' % (rp['name'], unanswered[uuid]))
+    return roots, children, silent
 
-    docs = []
-    left_out, not_answered = [], []
-    # consumer -> {hypervisor: resources on its root provider}. During a
-    # migration the source's allocation belongs to the migration (consumer:
-    # its uuid) and counts in usages; a server's own allocation is the one
-    # on its hypervisor (a rebuild-evacuation holds one on both).
-    consumers = {}
+
+class Hypervisors(collections.namedtuple('Hypervisors', (
+        'docs', 'consumers', 'left_out', 'not_answered'))):
+    """The hypervisors section and what the rest of the document joins to
+    it: consumers {consumer: {hypervisor: resources on its root provider}};
+    the names of hypervisors left out, without a root provider, and those
+    Placement did not answer for, with why."""
+
+
+def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
+                      allocations):
+    """Hypervisors with their root provider's inventories and usages."""
+    found = Hypervisors([], {}, [], [])
     for hyp in hypervisors:
         with reading('Nova GET /os-hypervisors/detail'):
             name = hyp['hypervisor_hostname']
             host = (hyp.get('service') or {}).get('host') or name
         root = roots.get(name)
         if root is None:  # not reported to Placement yet: nothing to plan with
-            left_out.append(name)
+            found.left_out.append(name)
             continue
         rp, inventory = root
         if rp['uuid'] in silent:
-            not_answered.append('%s (%s)' % (name, silent[rp['uuid']]))
+            found.not_answered.append('%s (%s)' % (name, silent[rp['uuid']]))
             continue
-        with reading('Placement GET /resource_providers/%s/allocations'
-                     % rp['uuid']):
-            usages = {}
-            for consumer, alloc in allocations.get(rp['uuid'], {}).items():
-                resources = alloc.get('resources', {})
-                for rc, amount in resources.items():
-                    usages[rc] = usages.get(rc, 0) + amount
-                consumers.setdefault(consumer, {})[name] = dict(resources)
-        with reading('Placement GET /resource_providers/%s/inventories'
-                     % rp['uuid']):
-            inventories = {
-                rc: {k: inv[k] for k in ('total', 'reserved',
-                                         'allocation_ratio', 'min_unit',
-                                         'max_unit', 'step_size') if k in inv}
-                for rc, inv in inventory.items() if _mapping(rc, inv)}
+        usages, held = _usages(rp['uuid'], allocations)
+        for consumer, resources in held.items():
+            found.consumers.setdefault(consumer, {})[name] = resources
+        inventories = _inventories(rp['uuid'], inventory)
         with reading('Nova GET /os-hypervisors/detail (%s)' % name):
-            docs.append(_hypervisor_doc(hyp, host, rp['uuid'],
-                                        by_host.get(host), host_aggregates,
-                                        inventories, usages))
-    child_use = {}  # server id -> child providers it allocates from
-    for rp_id, rp in children.items():
-        with reading('Placement GET /resource_providers/%s/allocations'
-                     % rp_id):
-            for consumer, alloc in allocations.get(rp_id, {}).items():
-                child_use.setdefault(consumer, set()).add('%s (%s)' % (
-                    rp['name'], ', '.join(sorted(alloc['resources']))))
+            found.docs.append(_hypervisor_doc(
+                hyp, host, rp['uuid'], by_host.get(host), host_aggregates,
+                inventories, usages))
+    return found
 
-    known = {d['name'] for d in docs}
-    server_docs = []
-    for server in servers:
-        with reading('Nova GET /servers/detail (server %s)' % (
-                server.get('id', '?') if isinstance(server, dict) else '?')):
-            _mapping('a server', server)
-            if server.get(NODE) in known:
-                server_docs.append(_server_doc(server, child_use,
-                                               consumers.get(server['id'])))
-            # else unplaced (BUILD/ERROR) or on an unknown hypervisor
 
-    if not_answered and not docs:
-        raise CollectError('Placement answered for none of the %d '
-                           'hypervisors: %s' % (len(not_answered), _short(
-                               ', '.join(sorted(not_answered)))))
-    source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
-    notes = []
-    if left_out:
-        notes.append('left out, no resource provider in Placement: %s'
-                     % ', '.join(sorted(left_out)))
-    if not_answered:
-        notes.append('left out, Placement did not answer for them: %s'
-                     % ', '.join(sorted(not_answered)))
-    if notes:
-        source['note'] = '; '.join(notes)
-    with reading('Nova GET /os-server-groups'):
-        group_docs = [_group_doc(g) for g in groups]
-    with reading('Nova GET /os-migrations'):
-        migration_docs = [_migration_doc(m) for m in migrations
-                          if _mapping('a migration', m)
-                          and m.get('instance_uuid')]
-    return {
-        'format': snapshot.FORMAT,
-        'taken_at': snapshot.format_datetime(now),
-        'source': source,
-        'hypervisors': docs,
-        'servers': server_docs,
-        'server_groups': group_docs,
-        'migrations': migration_docs,
-    }
+def _usages(uuid, allocations):
+    """A provider's usages, and {consumer: resources} of its allocations."""
+    usages, held = {}, {}
+    with reading('Placement GET /resource_providers/%s/allocations' % uuid):
+        for consumer, alloc in allocations.get(uuid, {}).items():
+            resources = alloc.get('resources', {})
+            for rc, amount in resources.items():
+                usages[rc] = usages.get(rc, 0) + amount
+            held[consumer] = dict(resources)
+    return usages, held
+
+
+def _inventories(uuid, inventories):
+    with reading('Placement GET /resource_providers/%s/inventories' % uuid):
+        return {rc: {k: inv[k] for k in INVENTORY if k in inv}
+                for rc, inv in inventories.items() if _mapping(rc, inv)}
 
 
 def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
@@ -571,18 +583,62 @@ def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
     }
 
 
-# Nova's names of the server fields read (servers/detail, admin).
-NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
-HOST = 'OS-EXT-SRV-ATTR:host'
-TASK = 'OS-EXT-STS:task_state'
+def _cpu_info(hypervisor):
+    info = hypervisor.get('cpu_info') or {}
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            info = {}
+    return {'arch': info.get('arch'), 'model': info.get('model'),
+            'features': sorted(info.get('features') or [])}
 
 
-def _server_doc(server, child_use, held):
-    """held: {hypervisor: resources} of the server's own allocations."""
+def _child_allocations(children, allocations):
+    """{server id: its allocations on child providers, as blockers name
+    them}."""
+    found = {}
+    for uuid, rp in children.items():
+        with reading('Placement GET /resource_providers/%s/allocations'
+                     % uuid):
+            for consumer, alloc in allocations.get(uuid, {}).items():
+                found.setdefault(consumer, set()).add(child_allocation(
+                    rp['name'], alloc['resources']))
+    return found
+
+
+def child_allocation(provider, resources):
+    """An allocation on a child provider, as a server's blocker names it:
+    'hv1_pgpu0 (VGPU)'."""
+    return '%s (%s)' % (provider, ', '.join(sorted(resources)))
+
+
+def build_servers(servers, hyps, child_allocations):
+    """The servers on the document's hypervisors: one unplaced (BUILD,
+    ERROR) or on a hypervisor left out is not planned with."""
+    known = {d['name'] for d in hyps.docs}
+    docs = []
+    for server in servers:
+        with reading('Nova GET /servers/detail (server %s)' % (
+                server.get('id', '?') if isinstance(server, dict) else '?')):
+            _mapping('a server', server)
+            if server.get(NODE) in known:
+                docs.append(server_doc(
+                    server, child_allocations.get(server['id'], ()),
+                    hyps.consumers.get(server['id'])))
+    return docs
+
+
+def server_doc(server, child_allocations=(), held=None):
+    """A server of Nova's servers/detail as the document writes it.
+
+    child_allocations: its allocations on child providers (blockers);
+    held: {hypervisor: resources} of its own allocations.
+    """
     node = server[NODE]
     flavor = _flavor(server.get('flavor') or {})
     blockers = ['allocation on child resource provider %s' % c
-                for c in sorted(child_use.get(server['id'], ()))]
+                for c in sorted(child_allocations)]
     if flavor['extra_specs'].get('pci_passthrough:alias'):
         blockers.append('PCI passthrough device (%s)' %
                         flavor['extra_specs']['pci_passthrough:alias'])
@@ -611,15 +667,40 @@ def _server_doc(server, child_use, held):
     return doc
 
 
-def _group_doc(group):
+def _flavor(flavor):
+    """The embedded flavor of a server (2.47+: original_name, extra_specs)."""
+    get = flavor.get
     return {
-        'id': group['id'], 'name': group.get('name'),
-        'project_id': group.get('project_id'),
-        'policy': group['policy'],
-        'rules': {k: int(v) for k, v in (group.get('rules') or {}).items()
-                  if k == 'max_server_per_host'},
-        'members': list(group.get('members') or []),
+        'name': get('original_name') or get('name'),
+        'vcpus': int(get('vcpus') or 0),
+        'ram': int(get('ram') or 0),
+        'disk': int(get('disk') or 0),
+        'ephemeral': int(get('ephemeral') or 0),
+        'swap': int(get('swap') or 0),
+        'extra_specs': {k: str(v) for k, v in
+                        (get('extra_specs') or {}).items()},
     }
+
+
+def build_server_groups(groups):
+    with reading('Nova GET /os-server-groups'):
+        return [{
+            'id': group['id'], 'name': group.get('name'),
+            'project_id': group.get('project_id'),
+            'policy': group['policy'],
+            'rules': {k: int(v) for k, v in
+                      (group.get('rules') or {}).items()
+                      if k == 'max_server_per_host'},
+            'members': list(group.get('members') or []),
+        } for group in groups]
+
+
+def build_migrations(migrations):
+    """Nova's migrations of servers (one without instance_uuid has no
+    server to join to)."""
+    with reading('Nova GET /os-migrations'):
+        return [_migration_doc(m) for m in migrations
+                if _mapping('a migration', m) and m.get('instance_uuid')]
 
 
 def _migration_doc(migration):

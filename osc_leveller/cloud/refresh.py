@@ -117,7 +117,7 @@ def _merge(document, part, names, elsewhere, gone_groups, moving):
     for sid, server in elsewhere.items():
         if server is not None and sid not in listed and \
                 server.get(collect.NODE) in placed:
-            result.append(collect._server_doc(server, {}, None))
+            result.append(collect.server_doc(server))
     groups = {g['id']: g for g in part['server_groups']}
     server_groups = [groups.pop(g['id'], g) for g in document['server_groups']
                      if g['id'] not in gone_groups]
@@ -138,14 +138,14 @@ def _own(document, nova_servers, held, collector):
         server = nova_servers.get(doc['id'])
         if allocations is None or server is None:
             continue
-        children = {doc['id']: {
-            '%s (%s)' % (collector.children[rp], ', '.join(sorted(resources)))
-            for rp, resources in allocations.items()
-            if rp in collector.children}}
+        children = {collect.child_allocation(collector.children[rp],
+                                             resources)
+                    for rp, resources in allocations.items()
+                    if rp in collector.children}
         own = {by_uuid.get(rp, rp): resources
                for rp, resources in allocations.items()
                if rp not in collector.children}
-        fresh = collect._server_doc(server, children, own)
+        fresh = collect.server_doc(server, children, own)
         fresh.update({k: v for k, v in doc.items()
                       if k in ('usage', 'server_groups')})
         document['servers'][i] = fresh
