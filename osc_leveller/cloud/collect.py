@@ -260,19 +260,8 @@ class Collector:
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
         now = now or datetime.datetime.now(datetime.timezone.utc)
-        say = self.progress
-        say.begin('Nova compute services and hypervisors')
-        compute_services = check_access(self.conn)
-        with reading('Nova GET /os-hypervisors/detail'):
-            hyps = hypervisors(self.conn.compute, self.retries)
-        say.end('%d hypervisors' % len(hyps))
-        with reading('Placement GET /resource_providers'):
-            providers = _get(self.conn.placement, '/resource_providers',
-                             'resource_providers', list, self.retries,
-                             microversion=PLACEMENT_MIN)
-            for rp in providers:
-                _mapping('a resource provider', rp)
-                rp['uuid'] = str(rp['uuid'])
+        compute_services, hyps = self._read_hypervisors()
+        providers = self._read_providers()
         # Placement's two reads per provider go on in parallel while Nova's
         # pages are read one after another, and so does Prometheus.
         ahead = Measuring(self, _expected_refs(hyps, providers)) \
@@ -280,33 +269,10 @@ class Collector:
         pool = concurrent.futures.ThreadPoolExecutor(self.workers)
         try:
             pending = [pool.submit(self._provider, rp) for rp in providers]
-            say.begin('Nova servers')
-            with reading('Nova GET /servers/detail'):
-                found = servers(self.conn.compute,
-                                servers_version(self.conn.compute),
-                                self.retries, on_page=say.advance)
-            say.end('%d servers' % len(found))
-            say.begin('Nova aggregates, server groups and migrations')
-            with reading('Nova GET /os-aggregates'):
-                aggs = aggregates(self.conn.compute, self.retries)
-            groups = self._server_groups()
-            since = now - datetime.timedelta(hours=self.history_hours)
-            with reading('Nova GET /os-migrations'):
-                migs = migrations(self.conn.compute, since, self.retries)
-            say.end('%d server groups, %d migrations' % (
-                len(groups), len(migs)))
-            say.begin('Placement inventories and allocations',
-                      total=len(providers))
-            results = {}
-            for rp, future in zip(providers, pending):
-                results[rp['uuid']] = future.result()
-                say.advance()
-            say.end('%d resource providers' % len(providers))
-            unanswered = {uuid: why for uuid, (_, _, why) in results.items()
-                          if why}
-            allocations = {uuid: result[1] for uuid, result in
-                           results.items() if uuid not in unanswered}
-            providers = [(rp, results[rp['uuid']][0]) for rp in providers]
+            found = self._read_servers()
+            aggs, groups, migs = self._read_nova_lists(now)
+            providers, allocations, unanswered = self._placement_answers(
+                providers, pending)
             document = build_document(
                 now=now, cloud=getattr(self.conn.config, 'name', None),
                 region=getattr(self.conn.config, 'region_name', None),
@@ -319,18 +285,84 @@ class Collector:
             self.host_ips = {h['hypervisor_hostname']: h.get('host_ip')
                              for h in hyps}
             if ahead is not None:
-                say.begin('Prometheus')
-                measured = ahead.result(host_refs(document, self.host_ips), {
-                    s['id']: s['hypervisor'] for s in document['servers']})
-                self.coverage = add_metrics(document, measured)
-                say.end('load of %d hypervisors, %d servers' % (
-                    sum(1 for h in document['hypervisors'] if h['metrics']),
-                    sum(1 for s in document['servers'] if 'usage' in s)))
+                self._add_measured(document, ahead)
         finally:  # on an error, what is still queued is not sent
             pool.shutdown(wait=False, cancel_futures=True)
             if ahead is not None:
                 ahead.abandon()
         return document
+
+    def _read_hypervisors(self):
+        """Nova's compute services (access checked) and hypervisors."""
+        self.progress.begin('Nova compute services and hypervisors')
+        compute_services = check_access(self.conn)
+        with reading('Nova GET /os-hypervisors/detail'):
+            found = hypervisors(self.conn.compute, self.retries)
+        self.progress.end('%d hypervisors' % len(found))
+        return compute_services, found
+
+    def _read_providers(self):
+        with reading('Placement GET /resource_providers'):
+            providers = _get(self.conn.placement, '/resource_providers',
+                             'resource_providers', list, self.retries,
+                             microversion=PLACEMENT_MIN)
+            for rp in providers:
+                _mapping('a resource provider', rp)
+                rp['uuid'] = str(rp['uuid'])
+        return providers
+
+    def _read_servers(self):
+        say = self.progress
+        say.begin('Nova servers')
+        with reading('Nova GET /servers/detail'):
+            found = servers(self.conn.compute,
+                            servers_version(self.conn.compute),
+                            self.retries, on_page=say.advance)
+        say.end('%d servers' % len(found))
+        return found
+
+    def _read_nova_lists(self, now):
+        """Aggregates, server groups and the migrations of the history."""
+        say = self.progress
+        say.begin('Nova aggregates, server groups and migrations')
+        with reading('Nova GET /os-aggregates'):
+            aggs = aggregates(self.conn.compute, self.retries)
+        groups = self._server_groups()
+        since = now - datetime.timedelta(hours=self.history_hours)
+        with reading('Nova GET /os-migrations'):
+            migs = migrations(self.conn.compute, since, self.retries)
+        say.end('%d server groups, %d migrations' % (len(groups), len(migs)))
+        return aggs, groups, migs
+
+    def _placement_answers(self, providers, pending):
+        """[(provider, inventories)], {uuid: allocations} and {uuid: why}
+        of the providers Placement did not answer for, as _provider's reads
+        end."""
+        say = self.progress
+        say.begin('Placement inventories and allocations',
+                  total=len(providers))
+        results = {}
+        for rp, future in zip(providers, pending):
+            results[rp['uuid']] = future.result()
+            say.advance()
+        say.end('%d resource providers' % len(providers))
+        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
+                      if why}
+        allocations = {uuid: result[1] for uuid, result in results.items()
+                       if uuid not in unanswered}
+        return ([(rp, results[rp['uuid']][0]) for rp in providers],
+                allocations, unanswered)
+
+    def _add_measured(self, document, ahead):
+        """Prometheus's reading, begun ahead, joined to the document."""
+        say = self.progress
+        say.begin('Prometheus')
+        measured = ahead.result(host_refs(document, self.host_ips), {
+            s['id']: s['hypervisor'] for s in document['servers']})
+        self.coverage = add_metrics(document, measured)
+        say.end('load of %d hypervisors, %d servers' % (
+            sum(1 for h in document['hypervisors'] if h['metrics']),
+            sum(1 for s in document['servers'] if 'usage' in s)))
 
     def _server_groups(self):
         """All groups: the API pages by offset and gives no next link, and
