@@ -554,6 +554,9 @@ def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
     for hyp in hypervisors:
         with reading('Nova GET /os-hypervisors/detail'):
             name = hyp['hypervisor_hostname']
+            if not isinstance(name, str):
+                raise TypeError('hypervisor_hostname is %s, not text'
+                                % type(name).__name__)
             host = (hyp.get('service') or {}).get('host') or name
         root = roots.get(name)
         if root is None:  # not reported to Placement yet: nothing to plan with

@@ -494,6 +494,22 @@ class TestCollect(unittest.TestCase):
                           str(ctx.exception))
             self.assertIn(why, str(ctx.exception))
 
+    def test_a_hypervisor_name_that_is_not_text_is_an_error(self):
+        conn = cloud(2)
+        world = conn.compute.world
+        page = world.hypervisor_page
+
+        def a_list_for_a_name(query, at):
+            body = page(query, at)
+            body['hypervisors'][0]['hypervisor_hostname'] = ['hv00']
+            return body
+        with mock.patch.object(world, 'hypervisor_page', a_list_for_a_name):
+            with self.assertRaises(collect.CollectError) as ctx:
+                run(conn)
+        self.assertIn('Nova GET /os-hypervisors/detail: the answer has an '
+                      'unexpected shape (TypeError: hypervisor_hostname is '
+                      'list, not text)', str(ctx.exception))
+
     def test_servers_page_by_next_link_marker(self):
         conn = cloud(5)
         with mock.patch(__name__ + '.NOVA_MAX_LIMIT', 3):
