@@ -5,6 +5,10 @@ Settings come in layers, later ones winning: the defaults here, the
 file, then command-line flags. Keys are written nested in YAML and dotted
 here (``prometheus.url``). Unknown keys and wrong types are errors that name
 the layer and the key, so a typo never silently keeps a default.
+
+Each setting is declared once, as a Key: its type, default, bounds, help,
+flag and planner option. The planner's options and their record in a plan
+file (core/options.py) and ``config show`` are built from KEYS.
 """
 
 import dataclasses
@@ -16,12 +20,13 @@ import urllib.parse
 
 from osc_leveller.core import errors
 from osc_leveller.core import files
-from osc_leveller.core import options
 from osc_leveller.core import scoring
 
 DEFAULT = 'default'
 MASK = '******'
 
+# The values of cpu_compatibility.
+CPU_MODEL, CPU_FEATURES = 'model', 'features'
 FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
     'number', 'integer', 'true/false', 'text', 'list', 'choice')
 URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
@@ -42,6 +47,25 @@ class ConfigError(errors.LevellerError, ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Flag:
+    """The command-line flag that sets a key; v1/flags.py builds it.
+
+    help may name the key's {help} and its {default}. A true/false key may
+    have a negative flag that sets it to false.
+    """
+    name: str
+    help: str = '{help}'
+    metavar: str = None
+    negative: str = None
+    negative_help: str = None
+
+    @property
+    def dest(self):
+        """The attribute argparse stores the value in (from the name)."""
+        return self.name[2:].replace('-', '_')
+
+
+@dataclasses.dataclass(frozen=True)
 class Key:
     name: str
     kind: str
@@ -57,47 +81,84 @@ class Key:
     maximum: float = None
     # Empty text is not a value (a file path that must name a file).
     required: bool = False
-
-
-PLANNER = options.PlannerOptions()  # the planner's defaults are ours
+    flag: Flag = None
+    # The planner's field (core.options.PlannerOptions) it fills, also its
+    # key in a plan file's options; a dotted one is an item of a dict field.
+    option: str = None
 
 
 def _weight(name):
     return Key('weights.' + name, FLOAT, scoring.DEFAULT_WEIGHTS[name],
-               minimum=0,
+               minimum=0, option='weights.' + name,
                help='Weight of %s in the host score' % name.replace('_', ' '))
 
 
 KEYS = (
-    Key('threshold', FLOAT, PLANNER.threshold, minimum=0,
+    Key('threshold', FLOAT, 0.05, minimum=0, option='threshold',
         help='Leave alone the balancing domains whose imbalance (standard '
-             'deviation of host scores) is below this'),
-    Key('min_gain', FLOAT, PLANNER.min_gain, minimum=0,
+             'deviation of host scores) is below this',
+        flag=Flag('--threshold', '{help} (default {default})',
+                  '<imbalance>')),
+    Key('min_gain', FLOAT, 0.0005, minimum=0, option='min_gain',
         help='Least drop of the sum of squared score deviations a move '
-             'must bring'),
-    Key('max_moves', INT, PLANNER.max_moves, minimum=0,
-        help='Most live migrations in one plan'),
-    Key('ceiling', FLOAT, PLANNER.ceiling, minimum=0, above=True,
-        help='No move may push a destination\'s score above this'),
-    Key('move_cost', FLOAT, PLANNER.move_cost_gb, minimum=0,
-        help='Fixed cost of one migration in GiB of RAM copied'),
-    Key('cpu_compatibility', CHOICE, PLANNER.cpu_compatibility,
-        choices=(options.CPU_MODEL, options.CPU_FEATURES),
+             'must bring',
+        flag=Flag('--min-gain', 'Stop when no move lowers the sum of '
+                  'squared deviations of the host scores from their domain '
+                  'mean by at least this (default {default})', '<gain>')),
+    Key('max_moves', INT, 25, minimum=0, option='max_moves',
+        help='Most live migrations in one plan',
+        flag=Flag('--max-moves', 'Plan at most this many live migrations '
+                  '(default {default})', '<count>')),
+    Key('ceiling', FLOAT, 0.85, minimum=0, above=True, option='ceiling',
+        help='No move may push a destination\'s score above this',
+        flag=Flag('--ceiling', 'Never raise a destination\'s score above '
+                  'this, so no new hot spot is made (default {default})',
+                  '<score>')),
+    Key('move_cost', FLOAT, 64.0, minimum=0, option='move_cost_gb',
+        help='Fixed cost of one migration in GiB of RAM copied',
+        flag=Flag('--move-cost', 'Fixed cost of one migration, in GiB of '
+                  'RAM copied; higher values favour fewer, larger moves '
+                  '(default {default})', '<GiB>')),
+    Key('cpu_compatibility', CHOICE, CPU_MODEL,
+        choices=(CPU_MODEL, CPU_FEATURES), option='cpu_compatibility',
         help='Servers move between the same CPU model, or to hypervisors '
-             'with every CPU feature of the current one'),
-    Key('cooldown', FLOAT, PLANNER.cooldown_hours, minimum=0,
+             'with every CPU feature of the current one',
+        flag=Flag('--cpu-compatibility', '"model": servers move only '
+                  'between hypervisors with the same CPU model, and each '
+                  'model is its own balancing domain; "features": also to '
+                  'hypervisors offering every CPU feature of the current '
+                  'one, one domain per availability zone and CPU '
+                  'architecture (default {default})')),
+    Key('cooldown', FLOAT, 6.0, minimum=0, option='cooldown_hours',
         help='Hours after a server\'s last migration (Nova\'s history) '
-             'before it may move again'),
-    Key('include_locked', BOOL, PLANNER.include_locked,
-        help='Also move locked servers'),
-    Key('exclude_hosts', LIST, (), additive=True,
-        help='Hypervisors never balanced (no moves off or onto them)'),
+             'before it may move again',
+        flag=Flag('--cooldown', 'Do not move a server migrated less than '
+                  'this many hours ago, per Nova\'s migration history '
+                  '(default {default})', '<hours>')),
+    Key('include_locked', BOOL, False, option='include_locked',
+        help='Also move locked servers',
+        flag=Flag('--include-locked', negative='--no-include-locked',
+                  negative_help='Leave locked servers where they are '
+                                '(default)')),
+    Key('exclude_hosts', LIST, (), additive=True, option='exclude_hosts',
+        help='Hypervisors never balanced (no moves off or onto them)',
+        flag=Flag('--exclude-host', 'Neither move servers off nor onto '
+                  'this hypervisor (repeat for several; adds to '
+                  'exclude_hosts in the settings)', '<hypervisor>')),
     Key('exclude_projects', LIST, (), additive=True,
-        help='Projects whose servers never move'),
-    Key('availability_zones', LIST, (),
-        help='Only balance these availability zones (empty: all)'),
-    Key('projects', LIST, (),
-        help='Only move servers of these projects (empty: all)'),
+        option='exclude_projects',
+        help='Projects whose servers never move',
+        flag=Flag('--exclude-project', 'Never move servers of this project '
+                  '(repeat for several; adds to exclude_projects in the '
+                  'settings)', '<project-id>')),
+    Key('availability_zones', LIST, (), option='availability_zones',
+        help='Only balance these availability zones (empty: all)',
+        flag=Flag('--availability-zone', 'Only balance hypervisors in this '
+                  'availability zone (repeat for several)', '<zone>')),
+    Key('projects', LIST, (), option='projects',
+        help='Only move servers of these projects (empty: all)',
+        flag=Flag('--project', 'Only move servers of this project (repeat '
+                  'for several)', '<project-id>')),
     Key('max_snapshot_mb', INT, files.MAX_MB, minimum=1,
         help='Largest snapshot file read, in MiB; a larger one is refused '
              'unread, since loading takes about seven times its size in '
@@ -118,7 +179,9 @@ KEYS = (
              'read_timeout'),
     Key('prometheus.url', URL, None,
         help='Prometheus base URL; without it load comes from Placement '
-             'allocations'),
+             'allocations',
+        flag=Flag('--prometheus-url', 'Read measured load from this '
+                  'Prometheus (setting prometheus.url)', '<url>')),
     Key('prometheus.token', TEXT, None, secret=True,
         help='Bearer token for Prometheus'),
     Key('prometheus.username', TEXT, None, help='Basic-auth user name'),
@@ -170,20 +233,34 @@ KEYS = (
     for m in ('cpu', 'ram')
 ) + (
     Key('apply.batch', INT, None, minimum=0,
-        help='Most live migrations one apply starts (none: the whole plan)'),
+        help='Most live migrations one apply starts (none: the whole plan)',
+        flag=Flag('--batch', 'Start at most this many live migrations '
+                  '(cron: 1)', '<count>')),
     Key('apply.max_parallel', INT, 2, minimum=1,
-        help='Most live migrations running at once'),
+        help='Most live migrations running at once',
+        flag=Flag('--max-parallel', 'Migrations running at once (default '
+                  '{default})', '<count>')),
     Key('apply.timeout', FLOAT, 900.0, minimum=1,
-        help='Seconds one live migration may take before it is aborted'),
+        help='Seconds one live migration may take before it is aborted',
+        flag=Flag('--timeout', 'Abort a migration that has not finished '
+                  'after this long (default {default})', '<seconds>')),
     Key('apply.poll_interval', FLOAT, 2.0, minimum=0.1,
         help='Seconds between two looks at a running migration'),
     Key('apply.stop_on_error', BOOL, True,
-        help='Start no further migration after one failed'),
+        help='Start no further migration after one failed',
+        flag=Flag('--stop-on-error', '{help} (default)',
+                  negative='--continue-on-error',
+                  negative_help='Go on with the other moves after a '
+                                'failure')),
     Key('apply.lock_file', TEXT, '~/.local/state/osc-leveller/apply.lock',
         required=True,
-        help='Lock held while apply runs, so runs never overlap'),
+        help='Lock held while apply runs, so runs never overlap',
+        flag=Flag('--lock-file', 'Lock that keeps two runs from '
+                  'overlapping (default {default})', '<file>')),
     Key('apply.journal', TEXT, '~/.local/state/osc-leveller/journal.jsonl',
-        help='JSON-lines record of every action (empty text: none)'),
+        help='JSON-lines record of every action (empty text: none)',
+        flag=Flag('--journal', 'Append a JSON line per action to this file '
+                  '(default {default}; empty: none)', '<file>')),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

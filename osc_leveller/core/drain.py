@@ -19,8 +19,8 @@ import collections
 import dataclasses
 import datetime
 
+from osc_leveller.core import config
 from osc_leveller.core import filters
-from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -54,7 +54,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
     rules = filters.Rules(snapshot, options)
     who = policy.drain(cold_migrate_stopped)
     state = state_mod.new_state(snapshot, options.weights)
-    by_model = options.cpu_compatibility == opts.CPU_MODEL
+    by_model = options.cpu_compatibility == config.CPU_MODEL
     targets = [h for h in snapshot.hypervisors
                if h.name not in draining and h.usable]
     leaving = sorted(

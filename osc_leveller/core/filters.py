@@ -11,6 +11,7 @@ migration history), built once per snapshot.
 import collections
 import math
 
+from osc_leveller.core import config
 from osc_leveller.core import extra_specs
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
@@ -197,7 +198,7 @@ def cpu_compatible(server, dest, state, rules):
     if source.cpu_arch and dest.cpu_arch and source.cpu_arch != dest.cpu_arch:
         return 'CPU architecture %s differs from %s' % (dest.cpu_arch,
                                                         source.cpu_arch)
-    if rules.options.cpu_compatibility == opts.CPU_FEATURES:
+    if rules.options.cpu_compatibility == config.CPU_FEATURES:
         missing = source.cpu_features - dest.cpu_features
         if missing:
             shown = sorted(missing)

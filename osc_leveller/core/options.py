@@ -1,12 +1,12 @@
-"""The planner's knobs, with their defaults, in one frozen object."""
+"""The planner's knobs in one frozen object, PlannerOptions, whose fields,
+defaults and bounds are those of the settings that fill them (the keys of
+core.config with an ``option``)."""
 
 import dataclasses
 
+from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import scoring
-
-CPU_MODEL = 'model'
-CPU_FEATURES = 'features'
 
 OPT_OUT_KEY = 'leveller:exclude'
 
@@ -15,48 +15,55 @@ class OptionsError(errors.LevellerError, ValueError):
     """Options that make no sense together; the message names them."""
 
 
-@dataclasses.dataclass(frozen=True)
-class PlannerOptions:
-    weights: dict = dataclasses.field(
-        default_factory=lambda: dict(scoring.DEFAULT_WEIGHTS))
-    # Domains whose imbalance (std of host scores) is below this are left alone.
-    threshold: float = 0.05
-    # Least reduction of the sum of squared score deviations a move must bring.
-    min_gain: float = 0.0005
-    max_moves: int = 25
-    # No destination may be pushed above this score by a move.
-    ceiling: float = 0.85
-    # Fixed cost of any migration, in GiB of RAM copied: favours fewer moves.
-    move_cost_gb: float = 64.0
-    cpu_compatibility: str = CPU_MODEL
-    include_locked: bool = False
-    cooldown_hours: float = 6.0
-    projects: frozenset = frozenset()
-    exclude_projects: frozenset = frozenset()
-    exclude_hosts: frozenset = frozenset()
-    availability_zones: frozenset = frozenset()
-    # Reference time for cooldowns; None means the snapshot's taken_at.
-    now: float = None
+def _gather(value_of):
+    """{field: value_of(key)} of the keys with an option; the keys of a
+    dotted option make one dict field (weights.cpu: weights['cpu'])."""
+    fields = {}
+    for key in config.KEYS:
+        if key.option:
+            name, _, item = key.option.partition('.')
+            value = value_of(key)
+            if item:
+                fields.setdefault(name, {})[item] = value
+            else:
+                fields[name] = frozenset(value) \
+                    if key.kind == config.LIST else value
+    return fields
 
-    def validate(self):
-        """Raise OptionsError naming the first option that makes no sense."""
-        checks = (
-            ('threshold', self.threshold >= 0),
-            ('min-gain', self.min_gain >= 0),
-            ('max-moves', self.max_moves >= 0),
-            ('ceiling', 0 < self.ceiling),
-            ('move-cost', self.move_cost_gb >= 0),
-            ('cooldown', self.cooldown_hours >= 0),
-        )
-        for name, ok in checks:
-            if not ok:
-                raise OptionsError('--%s must not be negative%s' % (
-                    name, ' or zero' if name == 'ceiling' else ''))
-        check_weights(self.weights)
-        if self.cpu_compatibility not in (CPU_MODEL, CPU_FEATURES):
-            raise OptionsError('--cpu-compatibility must be %s or %s' % (
-                CPU_MODEL, CPU_FEATURES))
-        return self
+
+DEFAULTS = _gather(lambda key: key.default)
+
+
+def _field(name, default):
+    if isinstance(default, dict):
+        return name, dict, dataclasses.field(
+            default_factory=lambda: dict(default))
+    return name, type(default), default
+
+
+def _validate(options):
+    """The options, or OptionsError naming the first that makes no sense:
+    each is checked as its setting is, then the weights together."""
+    for key in config.KEYS:
+        if key.option and key.kind != config.LIST:
+            name, _, item = key.option.partition('.')
+            value = getattr(options, name)
+            try:
+                config.check(key, value.get(item) if item else value,
+                             key.option, flag=True)
+            except config.ConfigError as exc:
+                raise OptionsError(str(exc)) from None
+    check_weights(options.weights)
+    return options
+
+
+PlannerOptions = dataclasses.make_dataclass(
+    'PlannerOptions',
+    [_field(name, default) for name, default in DEFAULTS.items()] + [
+        # Reference time for cooldowns; None means the snapshot's taken_at.
+        ('now', float, None)],
+    frozen=True,
+    namespace={'validate': _validate, '__module__': __name__})
 
 
 def check_weights(weights):
@@ -73,39 +80,19 @@ def weights_of(settings):
 
 def from_settings(settings, **extra):
     """PlannerOptions from a core.config.Settings, plus fields not in it."""
-    fields = dict(
-        weights=weights_of(settings),
-        threshold=settings['threshold'],
-        min_gain=settings['min_gain'],
-        max_moves=settings['max_moves'],
-        ceiling=settings['ceiling'],
-        move_cost_gb=settings['move_cost'],
-        cpu_compatibility=settings['cpu_compatibility'],
-        include_locked=settings['include_locked'],
-        cooldown_hours=settings['cooldown'],
-        projects=frozenset(settings['projects']),
-        exclude_projects=frozenset(settings['exclude_projects']),
-        exclude_hosts=frozenset(settings['exclude_hosts']),
-        availability_zones=frozenset(settings['availability_zones']),
-    )
+    fields = _gather(lambda key: settings[key.name])
     fields.update(extra)
     return PlannerOptions(**fields).validate()
 
 
 def to_document(options):
-    """The options as a plan file records them."""
-    return {
-        'weights': dict(options.weights),
-        'threshold': options.threshold,
-        'min_gain': options.min_gain,
-        'max_moves': options.max_moves,
-        'ceiling': options.ceiling,
-        'move_cost_gb': options.move_cost_gb,
-        'cpu_compatibility': options.cpu_compatibility,
-        'include_locked': options.include_locked,
-        'cooldown_hours': options.cooldown_hours,
-        'projects': sorted(options.projects),
-        'exclude_projects': sorted(options.exclude_projects),
-        'exclude_hosts': sorted(options.exclude_hosts),
-        'availability_zones': sorted(options.availability_zones),
-    }
+    """The options as a plan file records them: every field but now."""
+    document = {}
+    for name in DEFAULTS:
+        value = getattr(options, name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, dict):
+            value = dict(value)
+        document[name] = value
+    return document

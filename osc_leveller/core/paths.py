@@ -27,9 +27,9 @@ import heapq
 import itertools
 import time
 
+from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import filters
-from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -85,7 +85,7 @@ class _Finder:
             state_mod.new_state(snapshot, options.weights)
         self.movers = movers
         self.movable = movable
-        self.by_model = options.cpu_compatibility == opts.CPU_MODEL
+        self.by_model = options.cpu_compatibility == config.CPU_MODEL
         self.targets = dict(targets)
         self._domains = {}
         self.pending = {sid: dst for sid, dst in self.targets.items()

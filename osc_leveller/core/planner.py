@@ -21,10 +21,10 @@ move touched is searched again.
 import dataclasses
 import time
 
+from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import objective
-from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -43,7 +43,7 @@ class Planner:
                                         self.options)
         self.exchanges = 0
         # Classify: the usable hypervisors in scope, and their domains.
-        self.by_model = options.cpu_compatibility == opts.CPU_MODEL
+        self.by_model = options.cpu_compatibility == config.CPU_MODEL
         self.scope = [h.name for h in snapshot.hypervisors
                       if h.usable and filters.in_scope(h, self.options)]
         self.domain_of = {

@@ -110,7 +110,7 @@ def add_weight_option(parser):
 def add_cpu_compatibility_option(parser):
     parser.add_argument(
         '--cpu-compatibility', metavar='<model|features>',
-        choices=(core_options.CPU_MODEL, core_options.CPU_FEATURES),
+        choices=(config.CPU_MODEL, config.CPU_FEATURES),
         help='"model": servers move only between hypervisors with the same '
              'CPU model, and each model is its own balancing domain; '
              '"features": also to hypervisors offering every CPU feature of '

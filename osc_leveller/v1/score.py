@@ -2,8 +2,8 @@
 
 from osc_lib.command import command
 
+from osc_leveller.core import config
 from osc_leveller.core import model
-from osc_leveller.core import options as core_options
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
@@ -40,7 +40,7 @@ class ScoreLeveller(command.Lister):
         effective = common.settings(parsed_args, self.app)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         state = state_mod.new_state(snapshot, common.weights(effective))
-        by_model = effective['cpu_compatibility'] == core_options.CPU_MODEL
+        by_model = effective['cpu_compatibility'] == config.CPU_MODEL
         usable = [h for h in snapshot.hypervisors if h.usable]
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(

@@ -1,5 +1,6 @@
 import unittest
 
+from osc_leveller.core import config
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import policy
@@ -187,7 +188,7 @@ class TestDestinationFilters(unittest.TestCase):
                 b.hypervisor('hv3', cpu_info=cpu('C', 'avx2', 'avx512f',
                                                  'vaes'))]
         servers = [b.server('s1', 'hv1')]
-        features = {'cpu_compatibility': opts.CPU_FEATURES}
+        features = {'cpu_compatibility': config.CPU_FEATURES}
         self.assertIn('lacks CPU features of hv1: avx512f',
                       check(hyps, servers, 's1', 'hv2', **features))
         self.assertIsNone(check(hyps, servers, 's1', 'hv3', **features))

@@ -7,6 +7,7 @@ from unittest import mock
 import hypothesis
 from hypothesis import strategies as st
 
+from osc_leveller.core import config
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
@@ -99,7 +100,7 @@ class TestPlanner(unittest.TestCase):
         doc = b.document(hyps, servers)
         snap = parse(doc)
         self.assertEqual((), plan(snap).moves)
-        options = opts.PlannerOptions(cpu_compatibility=opts.CPU_FEATURES)
+        options = opts.PlannerOptions(cpu_compatibility=config.CPU_FEATURES)
         result = planner.make_plan(snap, options)
         self.assertTrue(result.moves)
         self.assertEqual('az1/x86_64', result.moves[0].domain)
@@ -443,8 +444,8 @@ class TestSearchOrder(unittest.TestCase):
 
     @hypothesis.settings(max_examples=150, deadline=None)
     @hypothesis.given(document=test_properties.clouds(),
-                      compatibility=st.sampled_from([opts.CPU_MODEL,
-                                                     opts.CPU_FEATURES]),
+                      compatibility=st.sampled_from([config.CPU_MODEL,
+                                                     config.CPU_FEATURES]),
                       cpu_weight=st.sampled_from([1.0, 3.0]),
                       move_cost=st.sampled_from([0.0, 64.0, 1e6]))
     def test_search_finds_what_a_full_sort_finds(

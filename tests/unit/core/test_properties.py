@@ -7,6 +7,7 @@ import unittest
 import hypothesis
 from hypothesis import strategies as st
 
+from osc_leveller.core import config
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
@@ -79,8 +80,8 @@ class TestPlannedMovesAreValid(unittest.TestCase):
     @hypothesis.given(document=clouds(),
                       threshold=st.sampled_from([0.0, 0.02]),
                       ceiling=st.sampled_from([0.85, 1.0, 2.0]),
-                      compatibility=st.sampled_from([opts.CPU_MODEL,
-                                                     opts.CPU_FEATURES]),
+                      compatibility=st.sampled_from([config.CPU_MODEL,
+                                                     config.CPU_FEATURES]),
                       cpu_weight=st.sampled_from([1.0, 2.0]),
                       ram_weight=st.sampled_from([1.0, 0.5]))
     def test_every_move_passes_every_filter_when_applied(
