@@ -7,6 +7,7 @@ from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
 
 COLUMNS = migrating.COLUMNS
@@ -39,21 +40,11 @@ class ApplyLeveller(migrating.MigratingCommand):
                  'without asking that each evens out the load; every other '
                  'check still holds. Without this flag such a plan is '
                  'refused')
-        parser.add_argument(
-            '--batch', metavar='<count>', type=int,
-            help='Start at most this many live migrations (cron: 1)')
+        flags.add(parser, 'apply.batch')
         migrating.add_run_options(
             parser, 'Check every move against the live cloud and show what '
                     'would run; migrate nothing')
-        errors = parser.add_mutually_exclusive_group()
-        errors.add_argument(
-            '--stop-on-error', dest='stop_on_error', action='store_true',
-            default=None,
-            help='Start no further migration after one failed (default)')
-        errors.add_argument(
-            '--continue-on-error', dest='stop_on_error',
-            action='store_false',
-            help='Go on with the other moves after a failure')
+        flags.add(parser, 'apply.stop_on_error')
         return parser
 
     @common.boundary

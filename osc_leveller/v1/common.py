@@ -13,22 +13,9 @@ from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.v1 import flags
 from osc_leveller.v1 import masking
 from osc_leveller.v1 import progress
-
-# Flags that override a setting: argparse dest -> setting key.
-FLAG_KEYS = {
-    'threshold': 'threshold', 'min_gain': 'min_gain',
-    'max_moves': 'max_moves', 'ceiling': 'ceiling', 'move_cost': 'move_cost',
-    'cpu_compatibility': 'cpu_compatibility', 'cooldown': 'cooldown',
-    'include_locked': 'include_locked', 'exclude_host': 'exclude_hosts',
-    'exclude_project': 'exclude_projects',
-    'availability_zone': 'availability_zones', 'project': 'projects',
-    'prometheus_url': 'prometheus.url',
-    'batch': 'apply.batch', 'max_parallel': 'apply.max_parallel',
-    'timeout': 'apply.timeout', 'stop_on_error': 'apply.stop_on_error',
-    'lock_file': 'apply.lock_file', 'journal': 'apply.journal',
-}
 
 
 def boundary(take_action):
@@ -64,11 +51,6 @@ def given(parsed_args, name):
     return value
 
 
-def default_text(key):
-    value = config.BY_NAME[key].default
-    return '%g' % value if isinstance(value, (int, float)) else value
-
-
 def add_source_options(parser, snapshot=True):
     """Where the cloud's state and the settings come from."""
     if snapshot:
@@ -85,10 +67,7 @@ def add_source_options(parser, snapshot=True):
              'section of the cloud\'s clouds.yaml entry, and flags override '
              'both (see "openstack leveller config show")')
     metrics = parser.add_mutually_exclusive_group()
-    metrics.add_argument(
-        '--prometheus-url', metavar='<url>',
-        help='Read measured load from this Prometheus (setting '
-             'prometheus.url)')
+    flags.add(metrics, 'prometheus.url')
     metrics.add_argument(
         '--no-prometheus', action='store_true', default=False,
         help='Score from Placement allocations even when a Prometheus is '
@@ -96,26 +75,17 @@ def add_source_options(parser, snapshot=True):
 
 
 def add_weight_option(parser):
+    """--weight NAME=VALUE sets the setting weights.NAME."""
+    names = [k.name[len('weights.'):] for k in config.KEYS
+             if k.name.startswith('weights.')]
     parser.add_argument(
         '--weight',
         metavar='<name=value>',
         action='append',
         help='Weight of one load dimension in the host score (repeat for '
-             'several): cpu, ram, cpu_pressure, ram_pressure. Defaults: %s'
-             % ', '.join('%s=%s' % (k.name[len('weights.'):], default_text(
-                 k.name)) for k in config.KEYS
-                 if k.name.startswith('weights.')))
-
-
-def add_cpu_compatibility_option(parser):
-    parser.add_argument(
-        '--cpu-compatibility', metavar='<model|features>',
-        choices=(config.CPU_MODEL, config.CPU_FEATURES),
-        help='"model": servers move only between hypervisors with the same '
-             'CPU model, and each model is its own balancing domain; '
-             '"features": also to hypervisors offering every CPU feature of '
-             'the current one, one domain per availability zone and CPU '
-             'architecture (default %s)' % default_text('cpu_compatibility'))
+             'several): %s. Defaults: %s' % (', '.join(names), ', '.join(
+                 '%s=%s' % (n, flags.default_text('weights.' + n))
+                 for n in names)))
 
 
 def settings(parsed_args, app):
@@ -133,12 +103,7 @@ def settings(parsed_args, app):
         if isinstance(document, dict) and list(document) == ['leveller']:
             document = document['leveller']
         layers.append((where, config.flatten(document or {}, where)))
-    for dest, key in FLAG_KEYS.items():
-        value = getattr(parsed_args, dest, None)
-        if value is not None:
-            flag = '--' + dest.replace('_', '-')
-            layers.append((flag, {key: config.check(
-                config.BY_NAME[key], value, flag, flag=True)}))
+    layers += flags.layers(parsed_args)
     if getattr(parsed_args, 'weight', None):
         layers.append(('--weight', config.weight_flags(parsed_args.weight)))
     if getattr(parsed_args, 'no_prometheus', False):
@@ -262,64 +227,13 @@ def planner_options(snapshot, effective, app):
 
 
 def add_planner_options(parser, snapshot=True):
-    """The options every planning command (plan, apply) takes.
-
-    No flag has an argparse default: a flag left out keeps the value of the
-    settings (clouds.yaml, --config) or the built-in default.
-    """
+    """The options every planning command (plan, apply) takes."""
     add_source_options(parser, snapshot=snapshot)
     add_weight_option(parser)
-    parser.add_argument(
-        '--max-moves', metavar='<count>', type=int,
-        help='Plan at most this many live migrations (default %s)'
-        % default_text('max_moves'))
-    parser.add_argument(
-        '--threshold', metavar='<imbalance>', type=float,
-        help='Leave alone the balancing domains whose imbalance (standard '
-             'deviation of host scores) is below this (default %s)'
-        % default_text('threshold'))
-    parser.add_argument(
-        '--min-gain', metavar='<gain>', type=float,
-        help='Stop when no move lowers the sum of squared deviations of the '
-             'host scores from their domain mean by at least this '
-             '(default %s)' % default_text('min_gain'))
-    parser.add_argument(
-        '--ceiling', metavar='<score>', type=float,
-        help='Never raise a destination\'s score above this, so no new hot '
-             'spot is made (default %s)' % default_text('ceiling'))
-    parser.add_argument(
-        '--move-cost', metavar='<GiB>', type=float,
-        help='Fixed cost of one migration, in GiB of RAM copied; higher '
-             'values favour fewer, larger moves (default %s)'
-        % default_text('move_cost'))
-    add_cpu_compatibility_option(parser)
-    parser.add_argument(
-        '--cooldown', metavar='<hours>', type=float,
-        help='Do not move a server migrated less than this many hours ago, '
-             'per Nova\'s migration history (default %s)'
-        % default_text('cooldown'))
-    locked = parser.add_mutually_exclusive_group()
-    locked.add_argument(
-        '--include-locked', action='store_true', default=None,
-        help='Also move locked servers')
-    locked.add_argument(
-        '--no-include-locked', dest='include_locked', action='store_false',
-        help='Leave locked servers where they are (default)')
-    parser.add_argument(
-        '--exclude-host', metavar='<hypervisor>', action='append',
-        help='Neither move servers off nor onto this hypervisor (repeat for '
-             'several; adds to exclude_hosts in the settings)')
-    parser.add_argument(
-        '--availability-zone', metavar='<zone>', action='append',
-        help='Only balance hypervisors in this availability zone (repeat for '
-             'several)')
-    parser.add_argument(
-        '--project', metavar='<project-id>', action='append',
-        help='Only move servers of this project (repeat for several)')
-    parser.add_argument(
-        '--exclude-project', metavar='<project-id>', action='append',
-        help='Never move servers of this project (repeat for several; adds '
-             'to exclude_projects in the settings)')
+    flags.add(parser, 'max_moves', 'threshold', 'min_gain', 'ceiling',
+              'move_cost', 'cpu_compatibility', 'cooldown', 'include_locked',
+              'exclude_hosts', 'availability_zones', 'projects',
+              'exclude_projects')
     return parser
 
 

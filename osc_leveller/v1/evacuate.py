@@ -9,6 +9,7 @@ from osc_leveller.core import drain
 from osc_leveller.core import executor
 from osc_leveller.core import policy
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
 
 COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
@@ -63,9 +64,7 @@ class EvacuateLeveller(migrating.MigratingCommand):
         parser.add_argument(
             '--allow-partial', action='store_true', default=False,
             help='Drain what fits even when some servers fit nowhere')
-        parser.add_argument(
-            '--include-locked', action='store_true', default=None,
-            help='Also move locked servers')
+        flags.add(parser, 'include_locked', negative=False)
         migrating.add_run_options(
             parser, 'Show where every server would go, and what stays; '
                     'change nothing')

@@ -11,6 +11,7 @@ from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
 from osc_leveller.core import executor
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
 from osc_leveller.v1 import runfiles
 
 COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
@@ -55,24 +56,10 @@ def rows(results):
 
 def add_run_options(parser, dry_run_help):
     """Options of every command that migrates (apply, evacuate)."""
-    parser.add_argument(
-        '--max-parallel', metavar='<count>', type=int,
-        help='Migrations running at once (default %s)'
-        % common.default_text('apply.max_parallel'))
-    parser.add_argument(
-        '--timeout', metavar='<seconds>', type=float,
-        help='Abort a migration that has not finished after this long '
-             '(default %s)' % common.default_text('apply.timeout'))
+    flags.add(parser, 'apply.max_parallel', 'apply.timeout')
     parser.add_argument('--dry-run', action='store_true', default=False,
                         help=dry_run_help)
-    parser.add_argument(
-        '--journal', metavar='<file>',
-        help='Append a JSON line per action to this file (default %s; '
-             'empty: none)' % common.default_text('apply.journal'))
-    parser.add_argument(
-        '--lock-file', metavar='<file>',
-        help='Lock that keeps two runs from overlapping (default %s)'
-        % common.default_text('apply.lock_file'))
+    flags.add(parser, 'apply.journal', 'apply.lock_file')
 
 
 def apply_options(effective, dry_run, **fields):

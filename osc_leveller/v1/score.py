@@ -8,6 +8,7 @@ from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
 
 HOST_COLUMNS = ('Hypervisor', 'Availability Zone', 'Domain', 'vCPU',
                 'RAM (GiB)', 'CPU %', 'RAM %', 'Pressure %', 'Score')
@@ -26,7 +27,7 @@ class ScoreLeveller(command.Lister):
         parser = super().get_parser(prog_name)
         common.add_source_options(parser)
         common.add_weight_option(parser)
-        common.add_cpu_compatibility_option(parser)
+        flags.add(parser, 'cpu_compatibility')
         common.add_long_option(parser)
         parser.add_argument(
             '--summary', action='store_true', default=False,
