@@ -9,6 +9,8 @@ author = 'osc-leveller developers'
 
 extensions = [
     'cliff.sphinxext',
+    # The table of settings in reference/configuration.rst.
+    'osc_leveller.sphinxext',
 ]
 
 root_doc = 'index'

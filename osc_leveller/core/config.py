@@ -7,8 +7,9 @@ here (``prometheus.url``). Unknown keys and wrong types are errors that name
 the layer and the key, so a typo never silently keeps a default.
 
 Each setting is declared once, as a Key: its type, default, bounds, help,
-flag and planner option. The planner's options and their record in a plan
-file (core/options.py) and ``config show`` are built from KEYS.
+flag and planner option. The flags (v1/flags.py), the planner's options
+and their record in a plan file (core/options.py), ``config show`` and the
+configuration reference (osc_leveller/sphinxext.py) are built from KEYS.
 """
 
 import dataclasses

@@ -1,8 +1,13 @@
-"""The example files shown in the format reference must stay valid."""
+"""The reference pages match the code: the example files stay valid, and
+the configuration reference lists exactly the declared settings."""
 
 import pathlib
+import re
 import unittest
 
+import yaml
+
+from osc_leveller import sphinxext
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.core import config
@@ -11,8 +16,8 @@ from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 
-EXAMPLES = (pathlib.Path(__file__).parents[2] / 'doc' / 'source' /
-            'reference' / 'examples')
+REFERENCE = pathlib.Path(__file__).parents[2] / 'doc' / 'source' / 'reference'
+EXAMPLES = REFERENCE / 'examples'
 
 
 class TestDocExamples(unittest.TestCase):
@@ -24,37 +29,60 @@ class TestDocExamples(unittest.TestCase):
         self.assertEqual(fresh.moves, documented.moves)
 
 
-def _reference_rows():
-    """The rows the configuration reference must hold, one per setting."""
-    for key in config.KEYS:
-        value = key.default
-        if '.queries.' in key.name or '.server_queries.' in key.name:
-            default = 'see below'
-        elif value is None:
-            default = '(none)'
-        elif value == ():
-            default = '(empty)'
-        elif isinstance(value, tuple):
-            default = '``[%s]``' % ', '.join(value)
-        elif isinstance(value, bool):
-            default = '``%s``' % str(value).lower()
-        elif isinstance(value, float):
-            default = '``%g``' % value
-        else:
-            default = '``%s``' % value
-        kind = (' | '.join(key.choices) if key.kind == config.CHOICE else
-                key.kind + (', secret' if key.secret else ''))
-        yield '\n'.join(('   * - ``%s``' % key.name, '     - ' + kind,
-                         '     - ' + default, '     - ' + key.help))
+# A row of a list-table of four columns.
+ROW = re.compile(r'^   \* - (.*)\n     - (.*)\n     - (.*)\n     - (.*)$', re.M)
+WORDS = {'(none)': None, '(empty)': []}
+
+
+def _settings_rows(page):
+    """(setting, type, default, meaning) of each row of the table of
+    settings, as the docs build makes it (osc_leveller.sphinxext)."""
+    section = sphinxext.expand(page).split('\nSettings\n========\n')[1]
+    section = section.split('\nPrometheus queries\n')[0]
+    return [match.groups() for match in ROW.finditer(section)][1:]
+
+
+def _shown(text):
+    """A default as the table shows it, read back as YAML."""
+    if text in WORDS:
+        return WORDS[text]
+    return yaml.safe_load(text.strip('`'))
 
 
 class TestConfigurationReference(unittest.TestCase):
-    def test_every_setting_with_its_default(self):
-        page = (EXAMPLES.parent / 'configuration.rst').read_text()
-        for row in _reference_rows():
-            self.assertIn(row, page)
+    def setUp(self):
+        self.page = (REFERENCE / 'configuration.rst').read_text()
+
+    def test_the_docs_build_makes_the_table(self):
+        conf = {}
+        exec((REFERENCE.parent / 'conf.py').read_text(), conf)
+        self.assertIn('osc_leveller.sphinxext', conf['extensions'])
+        self.assertEqual(1, self.page.split('\n').count(sphinxext.MARKER))
+
+    def test_exactly_the_declared_settings(self):
+        rows = _settings_rows(self.page)
+        self.assertEqual(['``%s``' % k.name for k in config.KEYS],
+                         [row[0] for row in rows])
+        for key, (_, kind, default, meaning) in zip(config.KEYS, rows):
+            with self.subTest(key.name):
+                self.assertEqual(key.help, meaning)
+                self.assertEqual(
+                    ' | '.join(key.choices) if key.kind == config.CHOICE
+                    else key.kind + (', secret' if key.secret else ''), kind)
+                if key.kind == config.QUERY:
+                    self.assertEqual('see below', default)
+                else:
+                    self.assertEqual(list(key.default) if isinstance(
+                        key.default, tuple) else key.default, _shown(default))
+
+    def test_plan_format_names_the_options_a_plan_records(self):
+        page = (REFERENCE / 'plan-format.rst').read_text()
+        cell = page.split('   * - ``options``')[1].split('   * - ')[0]
+        self.assertCountEqual(opts.DEFAULTS, re.findall(r'``(\w+)``', cell))
+
+    def test_every_default_query_is_shown(self):
         for metric, query in measure.HOST_QUERIES.items():
-            self.assertIn("%s: '%s'" % (metric, query), page)
+            self.assertIn("%s: '%s'" % (metric, query), self.page)
         for profile in libvirt.PROFILES.values():
             for metric, query in profile.queries.items():
-                self.assertIn(query, page.replace('\n     ', ' '))
+                self.assertIn(query, self.page.replace('\n     ', ' '))
