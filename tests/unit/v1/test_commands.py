@@ -10,6 +10,7 @@ from osc_lib.test import base
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
+from osc_leveller.core import config
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
@@ -375,6 +376,17 @@ class TestSettings(CommandTest):
         # Unset queries show the PromQL the profile runs.
         self.assertIn('node_cpu_seconds_total',
                       shown['prometheus.queries.cpu'][0])
+
+    def test_every_declared_flag_is_offered(self):
+        offered = set()
+        for cls in (plan.PlanLeveller, score.ScoreLeveller,
+                    apply_cmd.ApplyLeveller, evacuate_cmd.EvacuateLeveller,
+                    snapshot.SnapshotLeveller, config_cmd.ShowConfig):
+            parser = cls(self.app, None).get_parser('leveller')
+            offered.update(parser._option_string_actions)
+        declared = {name for key in config.KEYS if key.flag
+                    for name in (key.flag.name, key.flag.negative) if name}
+        self.assertLessEqual(declared, offered)
 
     def test_secrets_are_masked(self):
         self.clouds_yaml = {'prometheus': {
