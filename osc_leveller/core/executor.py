@@ -133,12 +133,8 @@ class Executor:
         look = True  # something changed since the cloud was last read
         error = None  # why the run stopped early, if it did
         while True:
-            if (look and not stopped and pending
-                    and (len(units) < budget or any(
-                        _unit(m) in units for m in pending))
-                    and len(running) < self.options.max_parallel
-                    and (not self.options.waves or all(
-                        m.wave == pending[0].wave for m in running))):
+            if look and not stopped and self._room(pending, units, budget,
+                                                   running):
                 try:
                     chosen = self._round(pending, _View(snapshot), results,
                                          (units, budget), list(running),
@@ -172,19 +168,32 @@ class Executor:
                 if self.options.stop_on_error and \
                         results[move].status in PROBLEMS:
                     stopped = True
-        for move, watch in running.items():
+        self._unfinished(running, pending, results, error or (
+            'not waited for; run again to continue' if not self.options.wait
+            else 'the batch limit of %d was reached' % budget
+            if len(units) >= budget else 'an earlier move failed'))
+        return Run([results[m] for m in moves], error)
+
+    def _room(self, pending, units, budget, running):
+        """Whether another move may start now: one is pending, the batch
+        has room for it (or it belongs to an exchange already started), a
+        slot is free, and no earlier wave is still running."""
+        return bool(pending) and (
+            len(units) < budget or any(_unit(m) in units for m in pending)
+        ) and len(running) < self.options.max_parallel and (
+            not self.options.waves or all(m.wave == pending[0].wave
+                                          for m in running))
+
+    def _unfinished(self, running, pending, results, why):
+        """Results of the moves the run leaves: started and not waited
+        for, or not started, and why."""
+        for move in running:
             results[move] = Result(move, STARTED, 'migrating; not waited '
                                    'for', None)
             self.journal('started', **_move_fields(move))
         for move in pending:
-            why = (error if error else
-                   'not waited for; run again to continue'
-                   if not self.options.wait else
-                   'the batch limit of %d was reached' % budget
-                   if len(units) >= budget else 'an earlier move failed')
             results[move] = Result(move, NOT_STARTED, why)
             self.journal('not-started', reason=why, **_move_fields(move))
-        return Run([results[m] for m in moves], error)
 
     def _round(self, pending, view, results, batch, running, stale):
         """Moves to start now, each with the compute host to ask Nova for;
@@ -372,11 +381,18 @@ class Executor:
             return None
         if elapsed < self.options.timeout:
             return None
+        return self._abort(move, watch, migration, elapsed)
+
+    def _abort(self, move, watch, migration, elapsed):
+        """Ask Nova to abort a migration past its timeout: None while Nova
+        rolls it back, a TIMED_OUT Result when it cannot be aborted."""
         watch.aborted = True
-        if migration is None or mig_status not in model.ABORTABLE_STATUSES:
+        mig_id = migration.id if migration else ''
+        status = (migration.status if migration else '').lower()
+        if migration is None or status not in model.ABORTABLE_STATUSES:
             return Result(move, TIMED_OUT, 'no result after %.0f s and the '
                           'migration cannot be aborted (status %s)' % (
-                              elapsed, mig_status or 'unknown'),
+                              elapsed, status or 'unknown'),
                           elapsed, mig_id)
         self.journal('abort', migration_id=mig_id, **_move_fields(move))
         try:
