@@ -1,0 +1,507 @@
+"""Cron running ``openstack leveller apply --batch B`` every interval,
+replayed over the load series of benchmarks/series.py.
+
+At each run the replay builds the snapshot the live commands would see, as
+a snapshot document (``osc-leveller-snapshot/1``) read by core/snapshot.py
+``parse()``, schema check included:
+
+- placement: the generated cluster's, after every move of earlier runs;
+- load as Prometheus reports it at that time: host CPU as node_exporter
+  shows it, capped at 100 % (demand over the host's threads is not seen);
+  RAM used / total; per-server CPU as the libvirt exporter shows it, what
+  the server got: on a host asked for more than its threads, every vCPU
+  gets at most a fair share (CFS), so the busiest servers read lower than
+  they ask; no pressure (PSI) series;
+- the migration history: every move of earlier runs, status
+  ``completed``, at the time of its run, so the cooldown is read from the
+  snapshot as a live run reads it.
+
+It plans with the default options (PlannerOptions(), with --cooldown) and
+does the first B moves of the plan, as apply --batch B runs them (plan
+order, an exchange's moves one unit; see core/executor.py), each as
+planned and at once. The moves then live in the next interval's load: the
+imbalance (the std of host scores per balancing domain, core/scoring.py,
+averaged over the domains of two or more hypervisors) is measured there,
+with the leveller and with no action (the cluster as generated), along
+with the hosts asked for more CPU than they have (saturated) and by how
+many threads (unserved).
+
+Per run (a row per batch and interval): moves and GiB moved (server RAM);
+moves of a server that moved in the 24 h before, and those at the first
+run its cooldown allowed; flip-flops, moves back to a hypervisor the
+server left in the 24 h before; moves whose own plan figures leave the
+domain's imbalance the same to 3 decimals; the imbalance with no action
+and with the leveller, and the runs where the leveller's is lower, equal
+or higher to 3 decimals. A second summary covers the runs from
+--settled-hours on, once the cluster's first levelling is done. --json
+writes every figure, per run too.
+
+    python benchmarks/cron_replay.py --hosts 80 --servers 3200 --hours 72 \\
+        --batch 1 --batch 5 --batch all --json benchmarks/results/cron_replay.json
+"""
+
+import argparse
+import collections
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks import generate  # noqa: E402
+from benchmarks import series as series_mod  # noqa: E402
+from osc_leveller.core import options as opts  # noqa: E402
+from osc_leveller.core import planner  # noqa: E402
+from osc_leveller.core import scoring  # noqa: E402
+from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core import watcher_cluster  # noqa: E402
+
+HOUR = 3600.0
+WINDOW_HOURS = 24.0  # "moved again" and flip-flops look this far back
+TAGS = ('again', 'inside_cooldown', 'cooldown_end', 'flip_flop')
+ALL = 'all'
+
+
+@dataclasses.dataclass(frozen=True)
+class Moved:
+    at: float  # seconds since the epoch
+    server: str
+    source: str
+    destination: str
+    gib: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    runs: list  # a dict of figures per run
+    history: list  # every move made, a Moved each, in time order
+    tags: dict  # churn(history): {tag: [index in history]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+    imbalance: float  # mean over domains of the std of host scores
+    saturated: int  # hypervisors asked for more CPU than they have
+    unserved: float  # threads asked for beyond the hypervisors' threads
+    top_demand: float  # the highest CPU demand / threads
+
+
+class World:
+    """The cluster and its series: snapshots and measures at a step."""
+
+    def __init__(self, cluster, series):
+        self.cluster = cluster
+        self.series = series
+        self.start = series_mod.epoch(series['start'])
+        self.step_s = series['step_minutes'] * 60.0
+        self.threads = {h['name']: h['vcpus'] for h in cluster['hypervisors']}
+
+    def time(self, step):
+        return self.start + step * self.step_s
+
+    def demand(self, step, placement):
+        """{hypervisor: busy threads asked for}."""
+        asked = dict.fromkeys(self.threads, 0.0)
+        for s in self.cluster['servers']:
+            asked[placement[s['id']]] += \
+                self.series['servers'][s['id']]['cpu'][step] * s['vcpus']
+        return asked
+
+    def measured(self, step, placement):
+        """{server id: CPU as the libvirt exporter shows it}: what each
+        got, a vCPU never more than the fair share of its host."""
+        on = collections.defaultdict(list)
+        for s in self.cluster['servers']:
+            cpu = self.series['servers'][s['id']]['cpu'][step]
+            on[placement[s['id']]].append((cpu, s['vcpus'], s['id']))
+        got = {}
+        for host, servers in on.items():
+            share = fair_share(servers, self.threads[host])
+            got.update((sid, min(cpu, share)) for cpu, _, sid in servers)
+        return got
+
+    def document(self, step, placement, history=()):
+        """The snapshot document of the cloud at step."""
+        cpu = self.measured(step, placement)
+        servers = []
+        for s in self.cluster['servers']:
+            servers.append(dict(
+                s, host=placement[s['id']], cpu_util=cpu[s['id']],
+                mem_util=self.series['servers'][s['id']]['ram'][step]))
+        # The Watcher cluster mapping (core/watcher_cluster.py) gives
+        # hypervisors and servers; host CPU and RAM capped at 1 as
+        # node_exporter reads them.
+        document = watcher_cluster.convert(
+            dict(self.cluster, servers=servers), 'cron replay')
+        document.update({
+            'format': snapshot_io.FORMAT,
+            'taken_at': snapshot_io.format_time(self.time(step)),
+            'source': {'kind': 'file', 'description':
+                       'benchmarks/cron_replay.py step %d' % step},
+            'migrations': [migration(n, m) for n, m in enumerate(history)]})
+        return document
+
+    def snapshot(self, step, placement, history=()):
+        return snapshot_io.parse(self.document(step, placement, history),
+                                 origin='cron replay step %d' % step)
+
+    def measure(self, step, placement):
+        asked = self.demand(step, placement)
+        ratios = [asked[h] / self.threads[h] for h in asked]
+        return Measure(imbalance(self.snapshot(step, placement)),
+                       sum(r > 1.0 for r in ratios),
+                       sum(max(0.0, asked[h] - self.threads[h])
+                           for h in asked), max(ratios))
+
+
+def fair_share(servers, threads):
+    """The most a vCPU gets on a host: [(cpu asked per vCPU, vCPUs, id)].
+
+    Every vCPU gets what it asks up to a level that shares the threads out
+    (max-min fairness, as CFS gives equal-weight threads); no limit (1.0)
+    when the host has enough.
+    """
+    left, vcpus = float(threads), sum(v for _, v, _ in servers)
+    for cpu, count, _ in sorted(servers):
+        if cpu * vcpus > left:
+            return left / vcpus
+        left -= cpu * count
+        vcpus -= count
+    return 1.0
+
+
+def migration(number, moved):
+    when = snapshot_io.format_time(moved.at)
+    return {'id': number + 1, 'server_id': moved.server,
+            'status': 'completed', 'migration_type': 'live-migration',
+            'source_compute': moved.source, 'dest_compute': moved.destination,
+            'created_at': when, 'updated_at': when}
+
+
+def imbalance(snapshot):
+    """The mean over balancing domains (two or more usable hypervisors) of
+    the std of host scores, as core/scoring.py computes them."""
+    state = state_mod.new_state(snapshot)
+    usable = [h for h in snapshot.hypervisors if h.usable]
+    stats = scoring.domain_stats({h.name: state.score(h.name)
+                                  for h in usable},
+                                 {h.name: scoring.domain_of(h)
+                                  for h in usable})
+    stats = [s for s in stats if s.hosts > 1]
+    return statistics.mean(s.imbalance for s in stats) if stats else 0.0
+
+
+def first_units(moves, batch):
+    """The moves apply --batch runs: the first batch units in plan order,
+    an exchange's moves counting as one (core/executor.py); None: all."""
+    if batch is None:
+        return list(moves)
+    units, chosen = set(), []
+    for move in moves:
+        unit = move.exchange or id(move)
+        if unit not in units and len(units) >= batch:
+            continue
+        units.add(unit)
+        chosen.append(move)
+    return chosen
+
+
+def churn(history, cooldown_hours, interval_hours, window_hours=WINDOW_HOURS):
+    """{tag: [index of each move in history so tagged]}, history in time
+    order. Tags: 'again' (the server moved in the window before),
+    'inside_cooldown' (less than the cooldown after its previous move),
+    'cooldown_end' (at the first run its cooldown allowed), 'flip_flop'
+    (back to a hypervisor it left in the window)."""
+    tags = collections.defaultdict(list)
+    earlier = collections.defaultdict(list)
+    window = window_hours * HOUR
+    for index, move in enumerate(history):
+        before = earlier[move.server]
+        if before:
+            gap = move.at - before[-1].at
+            if gap <= window:
+                tags['again'].append(index)
+            if gap < cooldown_hours * HOUR:
+                tags['inside_cooldown'].append(index)
+            elif gap < (cooldown_hours + interval_hours) * HOUR:
+                tags['cooldown_end'].append(index)
+            if any(m.source == move.destination and move.at - m.at <= window
+                   for m in before):
+                tags['flip_flop'].append(index)
+        before.append(move)
+    return tags
+
+
+def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
+           progress=None):
+    """The Replay of cron running apply --batch batch every interval.
+
+    batch: moves (units) a run does, None for all; none: {step: Measure}
+    with no action, shared between replays of one world.
+    """
+    options = opts.PlannerOptions(cooldown_hours=cooldown_hours)
+    none = {} if none is None else none
+    placement = {s['id']: s['host'] for s in world.cluster['servers']}
+    initial = dict(placement)
+    history, runs = [], []
+    for step in range(0, world.series['steps'] - interval_steps,
+                      interval_steps):
+        now = world.time(step)
+        started = time.perf_counter()
+        snap = world.snapshot(step, placement, history)
+        built = time.perf_counter()
+        plan = planner.make_plan(snap, options)
+        planned = time.perf_counter()
+        done = first_units(plan.moves, batch)
+        # The plan's own figures, on the load it saw: the domain's
+        # imbalance the same to 3 decimals before and after the move.
+        same = [m for m in done if round(m.imbalance[0], 3)
+                == round(m.imbalance[1], 3)]
+        for move in done:
+            placement[move.server_id] = move.destination
+            history.append(Moved(now, move.server_id, move.source,
+                                 move.destination, move.ram_gb))
+        later = range(step + 1, step + interval_steps + 1)
+        for j in later:
+            if j not in none:
+                none[j] = world.measure(j, initial)
+        after = [world.measure(j, placement) for j in later]
+        before = [none[j] for j in later]
+        runs.append({
+            'step': step, 'at': snapshot_io.format_time(now),
+            'planned': len(plan.moves), 'moves': len(done),
+            'gib': round(sum(m.ram_gb for m in done), 1),
+            'same_to_3dp': len(same),
+            'gib_same_to_3dp': round(sum(m.ram_gb for m in same), 1),
+            'imbalance_now': round(imbalance(snap), 5),
+            'imbalance_none': round(statistics.mean(
+                m.imbalance for m in before), 5),
+            'imbalance_leveller': round(statistics.mean(
+                m.imbalance for m in after), 5),
+            'saturated_none': sum(m.saturated for m in before),
+            'saturated_leveller': sum(m.saturated for m in after),
+            'unserved_none': round(sum(m.unserved for m in before), 1),
+            'unserved_leveller': round(sum(m.unserved for m in after), 1),
+            'top_demand_none': round(max(m.top_demand for m in before), 3),
+            'top_demand_leveller': round(max(m.top_demand for m in after), 3),
+            'snapshot_s': round(built - started, 3),
+            'plan_s': round(planned - built, 3)})
+        if progress:
+            progress(runs[-1])
+    interval_hours = interval_steps * world.step_s / HOUR
+    tags = churn(history, cooldown_hours, interval_hours)
+    at = {world.time(r['step']): r for r in runs}
+    for r in runs:
+        r.update(dict.fromkeys(TAGS, 0))
+    for tag, moves in tags.items():
+        for i in moves:
+            at[history[i].at][tag] += 1
+    return Replay(runs, history, tags)
+
+
+def summary(result, world, since_step=0):
+    """Totals, medians and means of a Replay, over its runs from
+    since_step on."""
+    runs = [r for r in result.runs if r['step'] >= since_step]
+    since = world.time(since_step)
+    history = result.history
+    step_hours = world.step_s / HOUR
+    better = equal = worse = 0
+    for r in runs:
+        lev = round(r['imbalance_leveller'], 3)
+        none = round(r['imbalance_none'], 3)
+        better += lev < none
+        equal += lev == none
+        worse += lev > none
+
+    def moved(tag=None):
+        indexes = range(len(history)) if tag is None else \
+            result.tags.get(tag, ())
+        return [history[i] for i in indexes if history[i].at >= since]
+
+    def total(key):
+        return sum(r[key] for r in runs)
+
+    def mean(key):
+        return round(statistics.mean(r[key] for r in runs), 4)
+
+    def median(key):
+        return round(statistics.median(r[key] for r in runs), 4)
+
+    return {
+        'from': snapshot_io.format_time(since),
+        'runs': len(runs),
+        'runs_moving': sum(r['moves'] > 0 for r in runs),
+        'moves': total('moves'),
+        'gib': round(total('gib'), 1),
+        'moves_per_run_median': median('moves'),
+        'moves_per_run_mean': mean('moves'),
+        'moves_per_run_max': max(r['moves'] for r in runs),
+        'gib_per_run_median': median('gib'),
+        'servers_moved': len({m.server for m in moved()}),
+        'moved_again_24h': total('again'),
+        'servers_moved_again_24h': len({m.server for m in moved('again')}),
+        'inside_cooldown': total('inside_cooldown'),
+        'at_cooldown_end': total('cooldown_end'),
+        'at_cooldown_end_per_run_max': max(r['cooldown_end'] for r in runs),
+        'flip_flops': total('flip_flop'),
+        'servers_flip_flopping': len({m.server
+                                      for m in moved('flip_flop')}),
+        'same_to_3dp': total('same_to_3dp'),
+        'gib_same_to_3dp': round(total('gib_same_to_3dp'), 1),
+        'imbalance_now_mean': mean('imbalance_now'),
+        'imbalance_none_mean': mean('imbalance_none'),
+        'imbalance_leveller_mean': mean('imbalance_leveller'),
+        'imbalance_none_median': median('imbalance_none'),
+        'imbalance_leveller_median': median('imbalance_leveller'),
+        'better': better, 'equal': equal, 'worse': worse,
+        'saturated_host_hours_none': round(
+            total('saturated_none') * step_hours, 1),
+        'saturated_host_hours_leveller': round(
+            total('saturated_leveller') * step_hours, 1),
+        'unserved_core_hours_none': round(
+            total('unserved_none') * step_hours),
+        'unserved_core_hours_leveller': round(
+            total('unserved_leveller') * step_hours),
+        'top_demand_none': max(r['top_demand_none'] for r in runs),
+        'top_demand_leveller': max(r['top_demand_leveller'] for r in runs),
+        'snapshot_s_median': median('snapshot_s'),
+        'plan_s_median': median('plan_s'),
+    }
+
+
+def batch_arg(text):
+    if text == ALL:
+        return None
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError('a batch is 1 or more, or all')
+    return value
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, default=80)
+    parser.add_argument('--servers', type=int, default=3200)
+    parser.add_argument('--seed', type=int, default=1,
+                        help='of the cluster and of its series')
+    parser.add_argument('--cluster', metavar='FILE',
+                        help='a cluster file of generate.py instead')
+    parser.add_argument('--hours', type=float, default=48)
+    parser.add_argument('--step-minutes', type=float, default=60,
+                        help='of the series')
+    parser.add_argument('--interval-minutes', type=float, action='append',
+                        help='between cron runs, a multiple of the step; '
+                        'repeat for rows (default: the step)')
+    parser.add_argument('--batch', type=batch_arg, action='append',
+                        help='apply --batch: a number or all; repeat for '
+                        'rows (default: 1 and all)')
+    parser.add_argument('--cooldown', type=float, default=6.0,
+                        help='hours')
+    parser.add_argument('--settled-hours', type=float, default=24,
+                        help='a second summary of the runs from this hour '
+                        'on, once the first levelling is done')
+    parser.add_argument('--json', metavar='FILE')
+    args = parser.parse_args(argv)
+    batches = args.batch or [1, None]
+    intervals = args.interval_minutes or [args.step_minutes]
+    started = time.perf_counter()
+    if args.cluster:
+        with open(args.cluster) as stream:
+            cluster = json.load(stream)
+    else:
+        cluster = generate.generate(args.hosts, args.servers, args.seed)
+    series = series_mod.series(cluster, args.hours, args.step_minutes,
+                               args.seed)
+    world = World(cluster, series)
+    settled = int(round(args.settled_hours * 60 / args.step_minutes))
+    none, rows = {}, []
+    for interval in intervals:
+        steps = interval / args.step_minutes
+        if steps != int(steps) or steps < 1:
+            parser.error('--interval-minutes %g is not a multiple of the '
+                         'step, %g' % (interval, args.step_minutes))
+        for batch in batches:
+            began = time.perf_counter()
+            result = replay(world, batch, int(steps), args.cooldown, none,
+                            progress=_progress(batch, interval))
+            rows.append({
+                'batch': ALL if batch is None else batch,
+                'interval_minutes': interval,
+                'wall_s': round(time.perf_counter() - began, 1),
+                'summary': summary(result, world),
+                'settled': summary(result, world, settled),
+                'runs': result.runs})
+    shapes = collections.Counter(s['shape']
+                                 for s in series['servers'].values())
+    result = {
+        'date': datetime.datetime.now(datetime.timezone.utc).strftime(
+            '%Y-%m-%d'),
+        'python': platform.python_version(), 'cores': os.cpu_count(),
+        'cluster': args.cluster or {
+            'hosts': args.hosts, 'servers': args.servers, 'seed': args.seed},
+        'servers': len(cluster['servers']),
+        'hypervisors': len(cluster['hypervisors']),
+        'series': {'start': series['start'], 'hours': args.hours,
+                   'step_minutes': args.step_minutes, 'seed': args.seed,
+                   'shapes': dict(sorted(shapes.items()))},
+        'cooldown_hours': args.cooldown,
+        'settled_hours': args.settled_hours,
+        'options': 'PlannerOptions() defaults, cooldown as above',
+        'wall_s': round(time.perf_counter() - started, 1),
+        'rows': rows}
+    print(table(result['rows'], 'summary'))
+    print('\nFrom hour %g on:\n' % args.settled_hours)
+    print(table(result['rows'], 'settled'))
+    if args.json:
+        with open(args.json, 'w') as stream:
+            json.dump(result, stream, indent=1)
+    return 0
+
+
+def _progress(batch, interval):
+    def say(run):
+        print('batch %s every %g min, %s: %d moves, imbalance %.3f '
+              '(no action %.3f)' % (
+                  ALL if batch is None else batch, interval, run['at'],
+                  run['moves'], run['imbalance_leveller'],
+                  run['imbalance_none']), file=sys.stderr, flush=True)
+    return say
+
+
+def table(rows, key):
+    """The markdown table of rows' summaries (key: 'summary', 'settled')."""
+    lines = ['| batch | every | runs moving | moves | GiB | servers moved '
+             'again < 24 h | at cooldown end | flip-flops (servers) | same '
+             'to 3 dp (GiB) | imbalance: no action / leveller, mean | '
+             'better / equal / worse | saturated host-h: no action / '
+             'leveller | unserved core-h: no action / leveller |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    for row in rows:
+        s = row[key]
+        lines.append(
+            '| %s | %g min | %d of %d | %d | %s | %d | %d | %d (%d) | '
+            '%d (%s) | %.3f / %.3f | %d / %d / %d | %s / %s | %s / %s |' % (
+                row['batch'], row['interval_minutes'], s['runs_moving'],
+                s['runs'], s['moves'], format(s['gib'], ',.0f'),
+                s['servers_moved_again_24h'], s['at_cooldown_end'],
+                s['flip_flops'], s['servers_flip_flopping'],
+                s['same_to_3dp'], format(s['gib_same_to_3dp'], ',.0f'),
+                s['imbalance_none_mean'], s['imbalance_leveller_mean'],
+                s['better'], s['equal'], s['worse'],
+                format(s['saturated_host_hours_none'], ',.0f'),
+                format(s['saturated_host_hours_leveller'], ',.0f'),
+                format(s['unserved_core_hours_none'], ',.0f'),
+                format(s['unserved_core_hours_leveller'], ',.0f')))
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

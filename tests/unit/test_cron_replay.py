@@ -1,0 +1,195 @@
+"""benchmarks/series.py and benchmarks/cron_replay.py: seeded series, the
+snapshot a cron run sees, cooldowns kept, churn counted, imbalance
+measured on the load the moves live in."""
+
+import copy
+import types
+import unittest
+
+from benchmarks import cron_replay
+from benchmarks import generate
+from benchmarks import series as series_mod
+from osc_leveller.core import filters
+from osc_leveller.core import options as opts
+
+HOUR = 3600.0
+
+
+def moved(hours, server, source, destination):
+    return cron_replay.Moved(hours * HOUR, server, source, destination, 8.0)
+
+
+def gaps(history):
+    """Hours between a server's consecutive moves."""
+    last, found = {}, []
+    for move in history:
+        if move.server in last:
+            found.append((move.at - last[move.server]) / HOUR)
+        last[move.server] = move.at
+    return found
+
+
+class TestSeries(unittest.TestCase):
+    cluster = generate.generate(4, 80, seed=2)
+
+    def test_deterministic_for_a_seed(self):
+        one = series_mod.series(self.cluster, hours=24, seed=5)
+        self.assertEqual(one, series_mod.series(self.cluster, 24, seed=5))
+        reordered = dict(self.cluster,
+                         servers=list(reversed(self.cluster['servers'])))
+        self.assertEqual(one, series_mod.series(reordered, 24, seed=5))
+        other = series_mod.series(self.cluster, 24, seed=6)
+        self.assertNotEqual(one['servers'], other['servers'])
+
+    def test_shapes(self):
+        made = series_mod.series(self.cluster, hours=48, step_minutes=30)
+        self.assertEqual(97, made['steps'])
+        office = []
+        for server in self.cluster['servers']:
+            got = made['servers'][server['id']]
+            self.assertEqual(97, len(got['cpu']))
+            self.assertTrue(all(0 <= v <= 1 for v in got['cpu'] + got['ram']))
+            if server['status'] == 'SHUTOFF':
+                self.assertEqual('stopped', got['shape'])
+                self.assertEqual(0, max(got['cpu']))
+            if got['shape'] == 'office':
+                office.append(got['cpu'])
+        self.assertTrue(office)
+        # Monday 13:00 and 03:00 UTC: local time is UTC -3 h to +3 h.
+        day = sum(cpu[26] for cpu in office)
+        night = sum(cpu[6] for cpu in office)
+        self.assertGreater(day, 2 * night)
+
+
+class TestSnapshot(unittest.TestCase):
+    cluster = {
+        'hypervisors': [
+            {'name': 'cn1', 'vcpus': 4, 'memory_mb': 65536, 'cpu_ratio': 4.0,
+             'az': 'az1', 'cpu_model': 'm'},
+            {'name': 'cn2', 'vcpus': 4, 'memory_mb': 65536, 'cpu_ratio': 4.0,
+             'az': 'az1', 'cpu_model': 'm'}],
+        'servers': [
+            {'id': 'a', 'host': 'cn1', 'vcpus': 2, 'memory_mb': 8192},
+            {'id': 'b', 'host': 'cn1', 'vcpus': 4, 'memory_mb': 8192},
+            {'id': 'c', 'host': 'cn1', 'vcpus': 2, 'memory_mb': 8192},
+            {'id': 'd', 'host': 'cn2', 'vcpus': 2, 'memory_mb': 8192}]}
+    series = {'start': '2026-11-23T00:00:00Z', 'step_minutes': 60,
+              'steps': 2, 'servers': {
+                  'a': {'cpu': [1.0, 0.0], 'ram': [0.5, 0.5]},
+                  'b': {'cpu': [0.75, 0.0], 'ram': [0.5, 0.5]},
+                  'c': {'cpu': [0.1, 0.0], 'ram': [0.5, 0.5]},
+                  'd': {'cpu': [0.5, 0.0], 'ram': [0.25, 0.25]}}}
+
+    def test_as_prometheus_reports_it(self):
+        world = cron_replay.World(self.cluster, self.series)
+        placement = {s['id']: s['host'] for s in self.cluster['servers']}
+        start = world.time(0)
+        history = [cron_replay.Moved(start - 5 * HOUR, 'd', 'cn1', 'cn2', 8)]
+        snap = world.snapshot(0, placement, history)
+        # cn1 is asked for 5.2 threads of 4: node_exporter shows 100 %;
+        # c gets its 10 %, a and b a fair share of the rest, 3.8 / 6.
+        self.assertEqual(5.2, round(world.demand(0, placement)['cn1'], 6))
+        self.assertEqual(1.0, snap.hypervisor('cn1').metrics.cpu)
+        self.assertAlmostEqual(0.1, snap.server('c').usage.cpu)
+        self.assertAlmostEqual(3.8 / 6, snap.server('a').usage.cpu)
+        self.assertAlmostEqual(3.8 / 6, snap.server('b').usage.cpu)
+        self.assertAlmostEqual(0.25, snap.hypervisor('cn2').metrics.cpu)
+        self.assertAlmostEqual(3 * 4096 / 65536,
+                               snap.hypervisor('cn1').metrics.ram)
+        self.assertEqual(start, snap.taken_at)
+        # The cooldown is read from the snapshot's migration history.
+        rules = filters.Rules(snap, opts.PlannerOptions())
+        self.assertEqual(start - 5 * HOUR, rules.last_moved['d'])
+        self.assertIn('inside the 6 h cooldown',
+                      filters.cooldown(snap.server('d'), rules))
+        measure = world.measure(0, placement)
+        self.assertEqual(1, measure.saturated)
+        self.assertAlmostEqual(1.2, measure.unserved)
+        self.assertAlmostEqual(1.3, measure.top_demand)
+
+
+class TestChurn(unittest.TestCase):
+    def test_hand_made_history(self):
+        history = [
+            moved(0, 's1', 'A', 'B'),
+            moved(0, 's2', 'A', 'B'),
+            moved(0, 's3', 'A', 'B'),
+            moved(6, 's1', 'B', 'A'),  # back to A: a flip-flop
+            moved(6, 's2', 'B', 'C'),  # on, not back
+            moved(8, 's1', 'A', 'B'),  # A -> B -> A -> B, 2 h after
+            moved(25, 's3', 'B', 'A'),  # back to A, but 25 h later
+            moved(30.5, 's2', 'C', 'A'),  # left A 30.5 h ago
+        ]
+        tags = cron_replay.churn(history, cooldown_hours=6, interval_hours=1)
+        self.assertEqual([3, 5], tags['flip_flop'])
+        self.assertEqual([3, 4, 5], tags['again'])
+        self.assertEqual([5], tags['inside_cooldown'])
+        self.assertEqual([3, 4], tags['cooldown_end'])
+
+    def test_first_units_as_apply_batch(self):
+        moves = [types.SimpleNamespace(name=n, exchange=e) for n, e in (
+            ('m1', ''), ('x1', 'exchange 1'), ('m2', ''),
+            ('x2', 'exchange 1'), ('m3', ''))]
+        self.assertEqual(['m1', 'x1', 'x2'], [
+            m.name for m in cron_replay.first_units(moves, 2)])
+        self.assertEqual(['m1'], [
+            m.name for m in cron_replay.first_units(moves, 1)])
+        self.assertEqual(5, len(cron_replay.first_units(moves, None)))
+
+
+class TestReplay(unittest.TestCase):
+    cluster = generate.generate(12, 480, seed=3)
+    series = series_mod.series(cluster, hours=16, seed=3)
+
+    def test_no_server_moved_inside_its_cooldown(self):
+        world = cron_replay.World(self.cluster, self.series)
+        # Without a cooldown a server moves again within 2 h here, so the
+        # check below can fail.
+        free = cron_replay.replay(world, None, cooldown_hours=0)
+        self.assertTrue(any(g < 2 for g in gaps(free.history)))
+        kept = cron_replay.replay(world, None, cooldown_hours=2)
+        found = gaps(kept.history)
+        self.assertEqual(2, min(found))  # as soon as its cooldown ended
+        self.assertNotIn('inside_cooldown', kept.tags)
+        self.assertTrue(kept.tags['cooldown_end'])
+        self.assertEqual(0, sum(r['inside_cooldown'] for r in kept.runs))
+
+    def test_imbalance_measured_on_the_next_load(self):
+        series = copy.deepcopy(self.series)
+        series['steps'] = 3
+        for got in series['servers'].values():
+            got['cpu'][1] = 0.0  # an idle hour after the first run
+        world = cron_replay.World(self.cluster, series)
+        result = cron_replay.replay(world, None)
+        self.assertEqual(2, len(result.runs))
+        first = result.runs[0]
+        self.assertGreater(first['moves'], 0)
+        initial = {s['id']: s['host'] for s in self.cluster['servers']}
+        placement = dict(initial)
+        for move in result.history[:first['moves']]:
+            placement[move.server] = move.destination
+        after = cron_replay.imbalance(world.snapshot(1, placement))
+        self.assertAlmostEqual(after, first['imbalance_leveller'], places=5)
+        self.assertNotAlmostEqual(
+            cron_replay.imbalance(world.snapshot(0, placement)),
+            first['imbalance_leveller'], places=3)
+        self.assertAlmostEqual(
+            cron_replay.imbalance(world.snapshot(1, initial)),
+            first['imbalance_none'], places=5)
+        self.assertAlmostEqual(
+            cron_replay.imbalance(world.snapshot(0, initial)),
+            first['imbalance_now'], places=5)
+
+    def test_summary(self):
+        world = cron_replay.World(self.cluster, self.series)
+        result = cron_replay.replay(world, 1)
+        whole = cron_replay.summary(result, world)
+        self.assertEqual(16, whole['runs'])
+        self.assertEqual(len(result.history), whole['moves'])
+        self.assertLessEqual(whole['moves'], 16)
+        self.assertEqual(16, whole['better'] + whole['equal']
+                         + whole['worse'])
+        later = cron_replay.summary(result, world, since_step=8)
+        self.assertEqual(8, later['runs'])
+        self.assertEqual(sum(r['moves'] for r in result.runs[8:]),
+                         later['moves'])
