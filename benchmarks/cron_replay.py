@@ -30,9 +30,11 @@ Per run (a row per batch and interval): moves and GiB moved (server RAM);
 moves of a server that moved in the 24 h before, and those at the first
 run its cooldown allowed; flip-flops, moves back to a hypervisor the
 server left in the 24 h before; moves whose own plan figures leave the
-domain's imbalance the same to 3 decimals; the imbalance with no action
-and with the leveller, and the runs where the leveller's is lower, equal
-or higher to 3 decimals. A second summary covers the runs from
+domain's imbalance the same to 3 decimals; runs whose moves left the next
+interval's imbalance lower, the same or higher (to 3 decimals) than not
+moving would have; the imbalance with no action and with the leveller,
+and the runs where the leveller's is lower, equal or higher to 3
+decimals. A second summary covers the runs from
 --settled-hours on, once the cluster's first levelling is done. --json
 writes every figure, per run too.
 
@@ -260,6 +262,7 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
         plan = planner.make_plan(snap, options)
         planned = time.perf_counter()
         done = first_units(plan.moves, batch)
+        unmoved = dict(placement)
         # The plan's own figures, on the load it saw: the domain's
         # imbalance the same to 3 decimals before and after the move.
         same = [m for m in done if round(m.imbalance[0], 3)
@@ -274,6 +277,9 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
                 none[j] = world.measure(j, initial)
         after = [world.measure(j, placement) for j in later]
         before = [none[j] for j in later]
+        # The next interval had this run done nothing: what its moves gave.
+        stayed = [imbalance(world.snapshot(j, unmoved)) for j in later] \
+            if done else [m.imbalance for m in after]
         runs.append({
             'step': step, 'at': snapshot_io.format_time(now),
             'planned': len(plan.moves), 'moves': len(done),
@@ -285,6 +291,7 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
                 m.imbalance for m in before), 5),
             'imbalance_leveller': round(statistics.mean(
                 m.imbalance for m in after), 5),
+            'imbalance_unmoved': round(statistics.mean(stayed), 5),
             'saturated_none': sum(m.saturated for m in before),
             'saturated_leveller': sum(m.saturated for m in after),
             'unserved_none': round(sum(m.unserved for m in before), 1),
@@ -314,12 +321,19 @@ def summary(result, world, since_step=0):
     history = result.history
     step_hours = world.step_s / HOUR
     better = equal = worse = 0
+    gained = collections.Counter()  # runs moving, by what the moves gave
     for r in runs:
         lev = round(r['imbalance_leveller'], 3)
         none = round(r['imbalance_none'], 3)
         better += lev < none
         equal += lev == none
         worse += lev > none
+        if r['moves']:
+            unmoved = round(r['imbalance_unmoved'], 3)
+            kind = 'better' if lev < unmoved else 'same' if \
+                lev == unmoved else 'worse'
+            gained[kind] += 1
+            gained[kind + '_gib'] += r['gib']
 
     def moved(tag=None):
         indexes = range(len(history)) if tag is None else \
@@ -356,6 +370,13 @@ def summary(result, world, since_step=0):
                                       for m in moved('flip_flop')}),
         'same_to_3dp': total('same_to_3dp'),
         'gib_same_to_3dp': round(total('gib_same_to_3dp'), 1),
+        # Runs moving whose moves left the next interval's imbalance lower,
+        # the same or higher (to 3 decimals) than not moving would have.
+        'runs_next_better': gained['better'],
+        'runs_next_same': gained['same'],
+        'gib_next_same': round(gained['same_gib'], 1),
+        'runs_next_worse': gained['worse'],
+        'gib_next_worse': round(gained['worse_gib'], 1),
         'imbalance_now_mean': mean('imbalance_now'),
         'imbalance_none_mean': mean('imbalance_none'),
         'imbalance_leveller_mean': mean('imbalance_leveller'),
@@ -479,21 +500,26 @@ def _progress(batch, interval):
 def table(rows, key):
     """The markdown table of rows' summaries (key: 'summary', 'settled')."""
     lines = ['| batch | every | runs moving | moves | GiB | servers moved '
-             'again < 24 h | at cooldown end | flip-flops (servers) | same '
-             'to 3 dp (GiB) | imbalance: no action / leveller, mean | '
-             'better / equal / worse | saturated host-h: no action / '
-             'leveller | unserved core-h: no action / leveller |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+             'again < 24 h | at cooldown end | flip-flops (servers) | moves '
+             'same to 3 dp in the plan (GiB) | runs moving: next interval '
+             'better / same / worse than not moving | imbalance: no action '
+             '/ leveller, mean | better / equal / worse than no action | '
+             'saturated host-h: no action / leveller | unserved core-h: no '
+             'action / leveller |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for row in rows:
         s = row[key]
         lines.append(
             '| %s | %g min | %d of %d | %d | %s | %d | %d | %d (%d) | '
-            '%d (%s) | %.3f / %.3f | %d / %d / %d | %s / %s | %s / %s |' % (
+            '%d (%s) | %d / %d / %d | %.3f / %.3f | %d / %d / %d | %s / %s '
+            '| %s / %s |' % (
                 row['batch'], row['interval_minutes'], s['runs_moving'],
                 s['runs'], s['moves'], format(s['gib'], ',.0f'),
                 s['servers_moved_again_24h'], s['at_cooldown_end'],
                 s['flip_flops'], s['servers_flip_flopping'],
                 s['same_to_3dp'], format(s['gib_same_to_3dp'], ',.0f'),
+                s['runs_next_better'], s['runs_next_same'],
+                s['runs_next_worse'],
                 s['imbalance_none_mean'], s['imbalance_leveller_mean'],
                 s['better'], s['equal'], s['worse'],
                 format(s['saturated_host_hours_none'], ',.0f'),

@@ -176,6 +176,8 @@ class TestReplay(unittest.TestCase):
         self.assertAlmostEqual(
             cron_replay.imbalance(world.snapshot(1, initial)),
             first['imbalance_none'], places=5)
+        # Had the first run not moved: the cluster as generated.
+        self.assertEqual(first['imbalance_none'], first['imbalance_unmoved'])
         self.assertAlmostEqual(
             cron_replay.imbalance(world.snapshot(0, initial)),
             first['imbalance_now'], places=5)
