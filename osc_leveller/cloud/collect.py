@@ -6,28 +6,31 @@ core model. Compute calls are a fixed handful plus one per page, whatever the
 number of hypervisors; Placement has no bulk read, so it costs one call for
 the providers plus two per provider, made in parallel. Lists are read as
 JSON, not as openstacksdk resources: building a resource costs milliseconds,
-minutes for the servers of a large cloud.
+minutes for the servers of a large cloud. The answers are joined into the
+document by cloud/document.py and checked as cloud/answers.py says.
 """
 
-import collections
 import concurrent.futures
-import contextlib
 import datetime
 import json
 import threading
 import time
 import urllib.parse
 
-import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 from openstack import utils as sdk_utils
 
+from osc_leveller.cloud import answers
 from osc_leveller.cloud import coverage
+from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import errors
 from osc_leveller.core import snapshot
+
+CollectError = answers.CollectError  # what every read here raises
+reading = answers.reading
+why = answers.why
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
@@ -44,46 +47,6 @@ ALLOCATIONS_VERSION = '1.28'
 GROUP_PAGE = 1000
 WORKERS = 16  # parallel Placement reads; the connection pool is as large
 RETRIES = 2  # reads that got no answer, sent again (setting cloud.retries)
-MESSAGE = 300  # characters of a service's error text that messages quote
-
-
-class CollectError(errors.LevellerError):
-    """The cloud cannot be read; the message says what to do."""
-
-
-@contextlib.contextmanager
-def reading(what):
-    """Failures while reading or joining one answer, named after it
-    ('Nova GET /servers/detail'): an unreachable service, an error status,
-    a body that is not JSON, or JSON of an unexpected shape."""
-    try:
-        yield
-    except CollectError:
-        raise
-    except (sdk_exc.SDKException, ksa_exc.ClientException) as exc:
-        raise CollectError('%s failed: %s' % (what, why(exc))) from exc
-    except requests.exceptions.JSONDecodeError as exc:
-        raise CollectError('%s: the answer is not JSON (%s)' % (
-            what, exc)) from exc
-    except RecursionError:
-        raise CollectError('%s: the answer is nested too deeply to be '
-                           'Nova\'s or Placement\'s' % what) from None
-    # OverflowError: int() of an infinite number.
-    except (KeyError, IndexError, TypeError, AttributeError,
-            ValueError, OverflowError) as exc:
-        raise CollectError('%s: the answer has an unexpected shape (%s: %s)'
-                           % (what, type(exc).__name__, _short(exc))) \
-            from exc
-
-
-def why(exc):
-    """The service's own words, without the URL and request noise."""
-    return _short(getattr(exc, 'details', None) or exc)
-
-
-def _short(text):
-    text = str(text)
-    return text if len(text) <= MESSAGE else text[:MESSAGE - 3] + '...'
 
 
 def _get(proxy, url, key, kind, retries=RETRIES, **kwargs):
@@ -100,7 +63,7 @@ def _body(proxy, url, key, kind, retries=RETRIES, **kwargs):
     body = response.json()
     if not isinstance(body, dict) or not isinstance(body.get(key), kind):
         raise TypeError('expected an object with a %s "%s", got %s' % (
-            kind.__name__, key, _short(json.dumps(body)[:80])))
+            kind.__name__, key, answers.short(json.dumps(body)[:80])))
     return body
 
 
@@ -118,7 +81,7 @@ def _pages(proxy, url, key, retries=RETRIES, params=None, on_page=None,
         body = _body(proxy, url, key, list, retries, params=params, **kwargs)
         page = body[key]
         for item in page:
-            _mapping('an item of "%s"' % key, item)
+            answers.mapping('an item of "%s"' % key, item)
         new = {item.get('id') for item in page}
         if page and new <= ids:
             raise ValueError('paging loops: the page after marker %s repeats '
@@ -132,7 +95,7 @@ def _pages(proxy, url, key, retries=RETRIES, params=None, on_page=None,
             return items
         if marker in markers:
             raise ValueError('paging loops: the next link of "%s" repeats '
-                             'marker %s' % (key, _short(marker)))
+                             'marker %s' % (key, answers.short(marker)))
         markers.add(marker)
         params['marker'] = marker
 
@@ -145,7 +108,7 @@ def _next_marker(body, key):
             marker = urllib.parse.parse_qs(query).get('marker')
             if not marker:
                 raise ValueError('the next link of "%s" has no marker: %s' % (
-                    key, _short(link.get('href'))))
+                    key, answers.short(link.get('href'))))
             return marker[0]
     return None
 
@@ -181,7 +144,7 @@ def services(compute, retries=RETRIES, **query):
                  params=dict(query, binary='nova-compute'),
                  microversion=SERVICE_VERSION)
     for service in found:
-        _mapping('a compute service', service)
+        answers.mapping('a compute service', service)
     return found
 
 
@@ -218,7 +181,7 @@ def aggregates(compute, retries=RETRIES):
     found = _get(compute, '/os-aggregates', 'aggregates', list, retries,
                  microversion=COMPUTE_MIN)
     for aggregate in found:
-        _mapping('an aggregate', aggregate)
+        answers.mapping('an aggregate', aggregate)
     return found
 
 
@@ -273,7 +236,7 @@ class Collector:
             aggs, groups, migs = self._read_nova_lists(now)
             providers, allocations, unanswered = self._placement_answers(
                 providers, pending)
-            document = build_document(
+            document = document_mod.build_document(
                 now=now, cloud=getattr(self.conn.config, 'name', None),
                 region=getattr(self.conn.config, 'region_name', None),
                 services=compute_services, hypervisors=hyps,
@@ -307,7 +270,7 @@ class Collector:
                              'resource_providers', list, self.retries,
                              microversion=PLACEMENT_MIN)
             for rp in providers:
-                _mapping('a resource provider', rp)
+                answers.mapping('a resource provider', rp)
                 rp['uuid'] = str(rp['uuid'])
         return providers
 
@@ -379,7 +342,7 @@ class Collector:
                     return groups
                 # An answer that ignores the offset would page forever.
                 for group in page:
-                    _mapping('a server group', group)
+                    answers.mapping('a server group', group)
                 ids = {group.get('id') for group in page}
                 if seen.issuperset(ids):
                     raise ValueError('the page at offset %d repeats server '
@@ -421,345 +384,6 @@ def no_answer(exc):
     if isinstance(status, int) and (status == 408 or status >= 500):
         return 'HTTP %d' % status
     return None
-
-
-def _mapping(name, value):
-    """True, or TypeError naming what is not an object (a text would
-    pass "'total' in value")."""
-    if not isinstance(value, dict):
-        raise TypeError('%s is %s, not an object' % (
-            name, type(value).__name__))
-    return True
-
-
-# Nova's names of the server fields read (servers/detail, admin).
-NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'
-HOST = 'OS-EXT-SRV-ATTR:host'
-TASK = 'OS-EXT-STS:task_state'
-# What the document keeps of a Placement inventory.
-INVENTORY = ('total', 'reserved', 'allocation_ratio', 'min_unit',
-             'max_unit', 'step_size')
-
-
-def build_document(now, cloud, region, services, hypervisors, aggregates,
-                   servers, groups, migrations, providers, allocations,
-                   unanswered=None):
-    """Join what Nova and Placement said into a snapshot document.
-
-    The joins, all of them:
-
-    - hypervisor_hostname == root resource provider name == server's
-      hypervisor_hostname (OS-EXT-SRV-ATTR:hypervisor_hostname);
-    - hypervisor's service host == compute service host == aggregate host;
-    - a consumer of a root provider's allocations is a server or a
-      migration (its uuid): during a migration the source's allocation
-      belongs to the migration and counts in usages. A server's own
-      resources are its allocation on its own hypervisor (a
-      rebuild-evacuation holds one on both);
-    - an allocation on a child provider (a vGPU, a PCI device) is a
-      blocker of its server.
-
-    providers: [(provider, its inventories)]; allocations: {provider uuid:
-    Placement's allocations}; unanswered: {provider uuid: why} of providers
-    Placement did not answer for. A hypervisor whose provider, or one of
-    its children, went unanswered is left out, and the note says so. A part
-    of an answer that does not have the shape of Nova's or Placement's is a
-    CollectError naming that part.
-    """
-    by_host = _services_by_host(services)
-    host_aggregates = _aggregates_by_host(aggregates)
-    roots, children, silent = _provider_tree(providers, unanswered or {})
-    hyps = build_hypervisors(hypervisors, roots, silent, by_host,
-                             host_aggregates, allocations)
-    server_docs = build_servers(servers, hyps,
-                                _child_allocations(children, allocations))
-    if hyps.not_answered and not hyps.docs:
-        raise CollectError('Placement answered for none of the %d '
-                           'hypervisors: %s' % (len(hyps.not_answered), _short(
-                               ', '.join(sorted(hyps.not_answered)))))
-    return {
-        'format': snapshot.FORMAT,
-        'taken_at': snapshot.format_datetime(now),
-        'source': build_source(cloud, region, hyps),
-        'hypervisors': hyps.docs,
-        'servers': server_docs,
-        'server_groups': build_server_groups(groups),
-        'migrations': build_migrations(migrations),
-    }
-
-
-def build_source(cloud, region, hyps):
-    """Where the document comes from, noting the hypervisors left out."""
-    source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
-    notes = []
-    if hyps.left_out:
-        notes.append('left out, no resource provider in Placement: %s'
-                     % ', '.join(sorted(hyps.left_out)))
-    if hyps.not_answered:
-        notes.append('left out, Placement did not answer for them: %s'
-                     % ', '.join(sorted(hyps.not_answered)))
-    if notes:
-        source['note'] = '; '.join(notes)
-    return source
-
-
-def _services_by_host(services):
-    with reading('Nova GET /os-services'):
-        return {s['host']: s for s in services}
-
-
-def _aggregates_by_host(aggregates):
-    """{compute host: its aggregates, as the document writes them}."""
-    found = {}
-    with reading('Nova GET /os-aggregates'):
-        for agg in aggregates:
-            for host in agg.get('hosts') or []:
-                found.setdefault(host, []).append({
-                    'name': agg['name'],
-                    'metadata': {k: str(v) for k, v in
-                                 (agg.get('metadata') or {}).items()}})
-    return found
-
-
-def _provider_tree(providers, unanswered):
-    """roots {name: (provider, inventories)}, children {uuid: provider}
-    and silent {root uuid: why}: the roots Placement did not answer for,
-    or for one of whose children."""
-    with reading('Placement GET /resource_providers'):
-        roots = {rp['name']: (rp, inv) for rp, inv in providers
-                 if not rp.get('parent_provider_uuid')}
-        children = {rp['uuid']: rp for rp, _ in providers
-                    if rp.get('parent_provider_uuid')}
-        silent = dict(unanswered)
-        for uuid, rp in children.items():
-            if uuid in unanswered:
-                silent.setdefault(rp.get('root_provider_uuid') or
-                                  rp['parent_provider_uuid'],
-                                  '%s: %s' % (rp['name'], unanswered[uuid]))
-    return roots, children, silent
-
-
-class Hypervisors(collections.namedtuple('Hypervisors', (
-        'docs', 'consumers', 'left_out', 'not_answered'))):
-    """The hypervisors section and what the rest of the document joins to
-    it: consumers {consumer: {hypervisor: resources on its root provider}};
-    the names of hypervisors left out, without a root provider, and those
-    Placement did not answer for, with why."""
-
-
-def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
-                      allocations):
-    """Hypervisors with their root provider's inventories and usages."""
-    found = Hypervisors([], {}, [], [])
-    for hyp in hypervisors:
-        with reading('Nova GET /os-hypervisors/detail'):
-            name = hyp['hypervisor_hostname']
-            if not isinstance(name, str):
-                raise TypeError('hypervisor_hostname is %s, not text'
-                                % type(name).__name__)
-            host = (hyp.get('service') or {}).get('host') or name
-        root = roots.get(name)
-        if root is None:  # not reported to Placement yet: nothing to plan with
-            found.left_out.append(name)
-            continue
-        rp, inventory = root
-        if rp['uuid'] in silent:
-            found.not_answered.append('%s (%s)' % (name, silent[rp['uuid']]))
-            continue
-        usages, held = _usages(rp['uuid'], allocations)
-        for consumer, resources in held.items():
-            found.consumers.setdefault(consumer, {})[name] = resources
-        inventories = _inventories(rp['uuid'], inventory)
-        with reading('Nova GET /os-hypervisors/detail (%s)' % name):
-            found.docs.append(_hypervisor_doc(
-                hyp, host, rp['uuid'], by_host.get(host), host_aggregates,
-                inventories, usages))
-    return found
-
-
-def _usages(uuid, allocations):
-    """A provider's usages, and {consumer: resources} of its allocations."""
-    usages, held = {}, {}
-    with reading('Placement GET /resource_providers/%s/allocations' % uuid):
-        for consumer, alloc in allocations.get(uuid, {}).items():
-            resources = alloc.get('resources', {})
-            for rc, amount in resources.items():
-                usages[rc] = usages.get(rc, 0) + amount
-            held[consumer] = dict(resources)
-    return usages, held
-
-
-def _inventories(uuid, inventories):
-    with reading('Placement GET /resource_providers/%s/inventories' % uuid):
-        return {rc: {k: inv[k] for k in INVENTORY if k in inv}
-                for rc, inv in inventories.items() if _mapping(rc, inv)}
-
-
-def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
-                    usages):
-    service = service or {}
-    return {
-        'name': hyp['hypervisor_hostname'],
-        'host': host,
-        'uuid': uuid,
-        'availability_zone': service.get('zone'),
-        'aggregates': host_aggregates.get(host, []),
-        'service': {
-            'status': service.get('status') or 'disabled',
-            'state': service.get('state') or 'down',
-            'forced_down': bool(service.get('forced_down', False)),
-            'disabled_reason': service.get('disabled_reason'),
-        },
-        'inventories': inventories,
-        'usages': usages,
-        'cpu': _cpu_info(hyp),
-        'traits': [],
-        'metrics': None,
-    }
-
-
-def _cpu_info(hypervisor):
-    info = hypervisor.get('cpu_info') or {}
-    if isinstance(info, str):
-        try:
-            info = json.loads(info)
-        except ValueError:
-            info = {}
-    return {'arch': info.get('arch'), 'model': info.get('model'),
-            'features': sorted(info.get('features') or [])}
-
-
-def _child_allocations(children, allocations):
-    """{server id: its allocations on child providers, as blockers name
-    them}."""
-    found = {}
-    for uuid, rp in children.items():
-        with reading('Placement GET /resource_providers/%s/allocations'
-                     % uuid):
-            for consumer, alloc in allocations.get(uuid, {}).items():
-                found.setdefault(consumer, set()).add(child_allocation(
-                    rp['name'], alloc['resources']))
-    return found
-
-
-def child_allocation(provider, resources):
-    """An allocation on a child provider, as a server's blocker names it:
-    'hv1_pgpu0 (VGPU)'."""
-    return '%s (%s)' % (provider, ', '.join(sorted(resources)))
-
-
-def build_servers(servers, hyps, child_allocations):
-    """The servers on the document's hypervisors: one unplaced (BUILD,
-    ERROR) or on a hypervisor left out is not planned with."""
-    known = {d['name'] for d in hyps.docs}
-    docs = []
-    for server in servers:
-        with reading('Nova GET /servers/detail (server %s)' % (
-                server.get('id', '?') if isinstance(server, dict) else '?')):
-            _mapping('a server', server)
-            if server.get(NODE) in known:
-                docs.append(server_doc(
-                    server, child_allocations.get(server['id'], ()),
-                    hyps.consumers.get(server['id'])))
-    return docs
-
-
-def server_doc(server, child_allocations=(), held=None):
-    """A server of Nova's servers/detail as the document writes it.
-
-    child_allocations: its allocations on child providers (blockers);
-    held: {hypervisor: resources} of its own allocations.
-    """
-    node = server[NODE]
-    flavor = _flavor(server.get('flavor') or {})
-    blockers = ['allocation on child resource provider %s' % c
-                for c in sorted(child_allocations)]
-    if flavor['extra_specs'].get('pci_passthrough:alias'):
-        blockers.append('PCI passthrough device (%s)' %
-                        flavor['extra_specs']['pci_passthrough:alias'])
-    image = server.get('image')
-    doc = {
-        'id': server['id'],
-        'name': server.get('name'),
-        'project_id': server.get('tenant_id'),
-        'hypervisor': node,
-        'host': server.get(HOST),
-        'status': server.get('status') or 'UNKNOWN',
-        'task_state': server.get(TASK),
-        'locked': bool(server.get('locked')),
-        'flavor': flavor,
-        # Nova says "" for the image of a server booted from a volume.
-        'boot_from_volume': not (isinstance(image, dict) and
-                                 image.get('id')),
-        'metadata': {k: str(v) for k, v in
-                     (server.get('metadata') or {}).items()},
-        'tags': list(server.get('tags') or []),
-        'pinned_availability_zone': server.get('pinned_availability_zone'),
-        'blockers': blockers,
-    }
-    if held:
-        doc['resources'] = held.get(node) or next(iter(held.values()))
-    return doc
-
-
-def _flavor(flavor):
-    """The embedded flavor of a server (2.47+: original_name, extra_specs)."""
-    get = flavor.get
-    return {
-        'name': get('original_name') or get('name'),
-        'vcpus': int(get('vcpus') or 0),
-        'ram': int(get('ram') or 0),
-        'disk': int(get('disk') or 0),
-        'ephemeral': int(get('ephemeral') or 0),
-        'swap': int(get('swap') or 0),
-        'extra_specs': {k: str(v) for k, v in
-                        (get('extra_specs') or {}).items()},
-    }
-
-
-def build_server_groups(groups):
-    with reading('Nova GET /os-server-groups'):
-        return [{
-            'id': group['id'], 'name': group.get('name'),
-            'project_id': group.get('project_id'),
-            'policy': group['policy'],
-            'rules': {k: int(v) for k, v in
-                      (group.get('rules') or {}).items()
-                      if k == 'max_server_per_host'},
-            'members': list(group.get('members') or []),
-        } for group in groups]
-
-
-def build_migrations(migrations):
-    """Nova's migrations of servers (one without instance_uuid has no
-    server to join to)."""
-    with reading('Nova GET /os-migrations'):
-        return [_migration_doc(m) for m in migrations
-                if _mapping('a migration', m) and m.get('instance_uuid')]
-
-
-def _migration_doc(migration):
-    return {
-        'id': migration['id'], 'server_id': migration['instance_uuid'],
-        'status': migration['status'],
-        'migration_type': migration.get('migration_type'),
-        'source_compute': migration.get('source_compute'),
-        'dest_compute': migration.get('dest_compute'),
-        'created_at': _timestamp(migration.get('created_at')),
-        'updated_at': _timestamp(migration.get('updated_at')),
-    }
-
-
-def _timestamp(value):
-    """Nova's naive UTC times ('2026-11-20T09:00:00.000000') as ISO 8601.
-
-    Text, not parsed: one that is no time fails the document's check,
-    which names the field (migrations[0].created_at).
-    """
-    if not value:
-        return None
-    return value if value.endswith('Z') or '+' in value[10:] \
-        else value.split('.')[0] + 'Z'
 
 
 def host_refs(document, host_ips):

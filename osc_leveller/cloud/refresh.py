@@ -19,7 +19,9 @@ import time
 
 from openstack import exceptions as sdk_exc
 
+from osc_leveller.cloud import answers
 from osc_leveller.cloud import collect
+from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import prometheus
 
 # Seconds a Prometheus answer serves the re-checks of later moves.
@@ -62,7 +64,7 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     elsewhere = {sid: read.server(sid) for sid in sorted(alone - set(on))}
     migrations = [m for sid in moving for m in read.migrations(sid, now)]
     held = {sid: read.allocations(sid) for sid in moving}
-    part = collect.build_document(
+    part = document_mod.build_document(
         now=now, cloud=None, region=None,
         services=[p['service'] for p in parts.values() if p['service']],
         hypervisors=[p['details'] for p in parts.values()],
@@ -104,20 +106,20 @@ def _merge(document, part, names, elsewhere, gone_groups, moving):
             continue
         if sid in elsewhere:
             server = elsewhere[sid]
-            if server is None or server.get(collect.NODE) not in placed:
+            if server is None or server.get(document_mod.NODE) not in placed:
                 continue  # deleted, or on a hypervisor not planned with
-            doc = dict(doc, hypervisor=server[collect.NODE],
-                       host=server.get(collect.HOST),
+            doc = dict(doc, hypervisor=server[document_mod.NODE],
+                       host=server.get(document_mod.HOST),
                        status=server.get('status') or 'UNKNOWN',
-                       task_state=server.get(collect.TASK),
+                       task_state=server.get(document_mod.TASK),
                        locked=bool(server.get('locked')))
         result.append(doc)
     result.extend(servers.values())
     listed = {d['id'] for d in result}
     for sid, server in elsewhere.items():
         if server is not None and sid not in listed and \
-                server.get(collect.NODE) in placed:
-            result.append(collect.server_doc(server))
+                server.get(document_mod.NODE) in placed:
+            result.append(document_mod.server_doc(server))
     groups = {g['id']: g for g in part['server_groups']}
     server_groups = [groups.pop(g['id'], g) for g in document['server_groups']
                      if g['id'] not in gone_groups]
@@ -138,14 +140,14 @@ def _own(document, nova_servers, held, collector):
         server = nova_servers.get(doc['id'])
         if allocations is None or server is None:
             continue
-        children = {collect.child_allocation(collector.children[rp],
-                                             resources)
+        children = {document_mod.child_allocation(
+                        collector.children[rp], resources)
                     for rp, resources in allocations.items()
                     if rp in collector.children}
         own = {by_uuid.get(rp, rp): resources
                for rp, resources in allocations.items()
                if rp not in collector.children}
-        fresh = collect.server_doc(server, children, own)
+        fresh = document_mod.server_doc(server, children, own)
         fresh.update({k: v for k, v in doc.items()
                       if k in ('usage', 'server_groups')})
         document['servers'][i] = fresh
@@ -238,7 +240,7 @@ class _Reader:
                                  'resource_providers', list, self.retries,
                                  params={'name': name},
                                  microversion=collect.PLACEMENT_MIN)
-            root = next((rp for rp in found if collect._mapping(
+            root = next((rp for rp in found if answers.mapping(
                 'a resource provider', rp) and rp.get('name') == name
                 and not rp.get('parent_provider_uuid')), None)
         if root is None:
@@ -263,7 +265,7 @@ class _Reader:
                                       microversion=self.version)
             except sdk_exc.NotFoundException:
                 return None
-            server[collect.NODE]  # KeyError: not an admin's view
+            server[document_mod.NODE]  # KeyError: not an admin's view
             return server
 
     def group(self, group_id):

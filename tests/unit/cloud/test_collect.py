@@ -30,6 +30,7 @@ from openstack import warnings as sdk_warnings
 import requests
 
 from osc_leveller.cloud import collect
+from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import measure
 from osc_leveller.core import config
@@ -583,7 +584,7 @@ class TestFakes(unittest.TestCase):
         self.assertEqual({TOKEN_PROJECT}, {s['tenant_id'] for s in mine})
         bare = get('/servers', all_tenants=1)['servers']
         self.assertEqual(5, len(bare))
-        self.assertEqual({None}, {s.get(collect.NODE) for s in bare})
+        self.assertEqual({None}, {s.get(document_mod.NODE) for s in bare})
         self.assertEqual(3, len(get('/os-migrations')['migrations']))
         self.assertEqual([41], [m['id'] for m in get('/os-migrations', **{
             'changes-since': '2026-11-20T11:30:00Z'})['migrations']])
