@@ -69,20 +69,23 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=BALANCE):
+          kind=BALANCE, held=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
-    the moves; created: when planning started (seconds since the epoch).
+    the moves; created: when planning started (seconds since the epoch);
+    held: {domain: what keeps it above the threshold with no move}.
     """
+    held = held or {}
     return Plan(
         moves=tuple(moves),
         imbalance_before=scoring.pooled_imbalance(before),
         imbalance_after=scoring.pooled_imbalance(after),
         domains=tuple(
-            {'domain': b.domain, 'hosts': b.hosts, 'before': b.imbalance,
-             'after': a.imbalance,
-             'moves': sum(1 for m in moves if m.domain == b.domain)}
+            dict({'domain': b.domain, 'hosts': b.hosts,
+                  'before': b.imbalance, 'after': a.imbalance,
+                  'moves': sum(1 for m in moves if m.domain == b.domain)},
+                 **({'held': held[b.domain]} if b.domain in held else {}))
             for b, a in zip(before, after)),
         fingerprint=fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,

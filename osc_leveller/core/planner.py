@@ -24,6 +24,7 @@ import time
 from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
+from osc_leveller.core import held
 from osc_leveller.core import objective
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
@@ -68,6 +69,7 @@ class Planner:
         moves = []
         waves = plan_mod.Waves()
         best = {d.name: self._best(d) for d in active}
+        limited = set()  # domains left for --max-moves, not held back
         while len(moves) < self.options.max_moves:
             ready = [d for d in active if best[d.name] is not None]
             if not ready:
@@ -80,15 +82,23 @@ class Planner:
                 moves.extend(self._exchange(domain, found, waves))
             else:  # the exchange does not fit in --max-moves
                 best[domain.name] = None
+                limited.add(domain.name)
                 continue
             # A domain brought below the threshold is left alone, as the
             # next run would leave it: no moves for little gain.
             best[domain.name] = self._best(domain) \
                 if domain.std() >= self.options.threshold else None
         moves = self._in_wave_order(moves, groups)
+        # Above the threshold with nothing left to try: say what holds it.
+        held_back = {
+            d.name: held.why_held(self.snapshot, self.state, self.rules,
+                                  policy.BALANCE, d)
+            for d in active if best[d.name] is None and d.name not in
+            limited and d.std() >= self.options.threshold}
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
-                              note=self._note(before, active, moves))
+                              note=self._note(before, active, moves),
+                              held=held_back)
 
     def _best(self, domain):
         """The best candidate of a domain: a single move, else an

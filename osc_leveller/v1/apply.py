@@ -71,6 +71,7 @@ class ApplyLeveller(migrating.MigratingCommand):
             if not plan.moves:
                 say('Nothing to do: %s (imbalance %.3f)' % (
                     plan.note, plan.imbalance_before))
+                common.say_held(say, plan)
                 journal('end', reason='nothing to do', exit_code=EXIT_DONE)
                 return COLUMNS, []
         elif plan.fingerprint != plan_mod.fingerprint(snapshot):

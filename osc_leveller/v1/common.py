@@ -246,3 +246,11 @@ class StderrWriter:
     def __call__(self, text):
         if self.stream is not None:
             self.stream.write(text.rstrip('\n') + '\n')
+
+
+def say_held(say, plan):
+    """A line per domain the plan leaves above the threshold, and why."""
+    for domain in plan.domains:
+        if domain.get('held'):
+            say('Held: %s (imbalance %.3f): %s' % (
+                domain['domain'], domain['after'], domain['held']))

@@ -69,6 +69,7 @@ class PlanLeveller(command.Lister):
             plan_mod.write(plan, output)
         say = common.StderrWriter(self.app)
         say(_summary(plan, elapsed, output))
+        common.say_held(say, plan)
         names = MOVE_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         return names, [_row(i, m, parsed_args.long)
                        for i, m in enumerate(plan.moves, start=1)]

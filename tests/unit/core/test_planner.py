@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from osc_leveller.core import config
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import search as search_mod
 from osc_leveller.core import snapshot as snapshot_io
@@ -464,3 +465,46 @@ class TestSearchOrder(unittest.TestCase):
             move_cost_gb=move_cost, cpu_compatibility=compatibility)
         with mock.patch.object(search_mod.MoveSearch, '_search', checked):
             planner.make_plan(parse(document), options)
+
+
+class TestHeldDomains(unittest.TestCase):
+    """A domain left above the threshold with no move says what holds it."""
+
+    def ram_locked(self, **server_extra):
+        hyps = [b.hypervisor('hv1', cpu=0.95, ram=0.9),
+                b.hypervisor('hv2', ram_gb=64, cpu=0.1, ram=0.3),
+                b.hypervisor('hv3', ram_gb=64, cpu=0.1, ram=0.3)]
+        servers = [b.server('hot%d' % i, 'hv1', vcpus=4, ram_gb=16,
+                            **server_extra) for i in range(7)]
+        servers += [b.server('big%d-%d' % (h, i), 'hv%d' % h, vcpus=4,
+                             ram_gb=32) for h in (2, 3) for i in range(2)]
+        return hyps, servers
+
+    def test_the_full_resource_is_named(self):
+        result = plan(b.snapshot(*self.ram_locked()))
+        self.assertEqual((), result.moves)
+        [domain] = result.domains
+        self.assertEqual(
+            'MEMORY_MB full refuses 14 of the 14 moves from its hottest '
+            'hypervisors (hv1): RAM allocation of hv2, the coolest: 64 of '
+            '64 GiB allocated', domain['held'])
+
+    def test_servers_that_may_not_move_are_counted(self):
+        hyps, servers = self.ram_locked(locked=True)
+        [domain] = plan(b.snapshot(hyps, servers)).domains
+        self.assertEqual('no server of its hottest hypervisors (hv1) may '
+                         'move (7 held by locked)', domain['held'])
+
+    def test_a_domain_that_got_moves_or_was_cut_short_is_not_held(self):
+        hyps, servers = b.three_hosts()
+        result = plan(b.snapshot(hyps, servers))
+        self.assertTrue(result.moves)
+        self.assertNotIn('held', result.domains[0])
+        result = plan(b.snapshot(hyps, servers), max_moves=0)
+        self.assertNotIn('held', result.domains[0])
+
+    def test_held_is_written_and_read_back(self):
+        result = plan(b.snapshot(*self.ram_locked()))
+        document = plan_mod.to_document(result)
+        again = plan_mod.from_document(document)
+        self.assertEqual(result.domains, again.domains)

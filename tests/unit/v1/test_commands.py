@@ -27,6 +27,7 @@ from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
 from tests.unit.core import test_executor
+from tests.unit.core import test_planner
 
 
 class CommandTest(base.TestCommand):
@@ -146,6 +147,15 @@ class TestScore(CommandTest):
         self.assertEqual([], moves)
         self.assertIn('Left out of balancing, inventory contradicts '
                       'allocations: hv1', self.app.stderr.getvalue())
+
+    def test_plan_says_what_holds_a_domain(self):
+        held = test_planner.TestHeldDomains().ram_locked()
+        path = self.write('s.json', b.document(*held))
+        _, moves = self.run_cmd(plan.PlanLeveller, ['--snapshot', path])
+        self.assertEqual([], moves)
+        self.assertIn('Held: az1/Gen1 (imbalance ', self.app.stderr.getvalue())
+        self.assertIn('MEMORY_MB full refuses 14 of the 14 moves',
+                      self.app.stderr.getvalue())
 
     def test_live_cloud_notes_are_shown(self):
         hyps, servers = b.three_hosts()
