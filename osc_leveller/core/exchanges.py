@@ -37,10 +37,9 @@ def best(snapshot, state, rules, options, domain, scores, free):
     of a host the planner may still move.
     """
     mean = domain.mean()
-    hot = sorted((h for h in domain.hosts if scores[h] > mean),
-                 key=lambda h: (-scores[h], h))[:EXCHANGE_SOURCES]
-    cool = sorted((h for h in domain.hosts if scores[h] < mean),
-                  key=lambda h: (scores[h], h))[:EXCHANGE_DESTINATIONS]
+    hot = domain.hot(scores)[:EXCHANGE_SOURCES]
+    cool = [h for h in domain.coolest(scores)
+            if scores[h] < mean][:EXCHANGE_DESTINATIONS]
     n = len(domain.hosts)
     spread = domain.spread()
     sse = spread * spread * n

@@ -33,10 +33,8 @@ def why_held(snapshot, state, rules, policy, domain):
     domain: an objective.Domain (its hosts); policy: who may move.
     """
     scores = {h: state.score(h) for h in domain.hosts}
-    mean = domain.mean()
-    hot = sorted((h for h in domain.hosts if scores[h] > mean),
-                 key=lambda h: (-scores[h], h))[:SOURCES]
-    cool = sorted(domain.hosts, key=lambda h: (scores[h], h))[:DESTINATIONS]
+    hot = domain.hot(scores)[:SOURCES]
+    cool = domain.coolest(scores)[:DESTINATIONS]
     parts = state.load_model.server_parts
     staying = collections.Counter()
     refused = collections.Counter()

@@ -30,6 +30,17 @@ class Domain:
     def mean(self):
         return sum(self.total) / len(self.hosts)
 
+    def hot(self, scores):
+        """The hosts above the mean, hottest first (then by name).
+        scores: {host: score} of the domain's hosts."""
+        mean = self.mean()
+        return sorted((h for h in self.hosts if scores[h] > mean),
+                      key=lambda h: (-scores[h], h))
+
+    def coolest(self, scores):
+        """Every host, coolest first (then by name)."""
+        return sorted(self.hosts, key=lambda h: (scores[h], h))
+
     def std(self):
         """Standard deviation of the host scores (parts summed)."""
         n = len(self.hosts)

@@ -56,10 +56,7 @@ class MoveSearch:
     def best(self, domain, scores):
         """The best valid single move in a domain (a Single), or None.
         scores: {host: score} of the domain's hosts."""
-        mean = domain.mean()
-        hot = sorted((h for h in domain.hosts if scores[h] > mean),
-                     key=lambda h: (-scores[h], h))
-        cool = sorted(domain.hosts, key=lambda h: (scores[h], h))
+        hot, cool = domain.hot(scores), domain.coolest(scores)
         tried = None
         for sources, dests in ((hot[:FIRST_SOURCES], cool[:FIRST_DESTINATIONS]),
                                (hot, cool)):
