@@ -144,13 +144,17 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('-o', '--output', default='-')
     args = parser.parse_args(argv)
-    cluster = generate(args.hosts, args.servers, args.seed)
-    if args.output == '-':
-        json.dump(cluster, sys.stdout)
-    else:
-        with open(args.output, 'w') as f:
-            json.dump(cluster, f)
+    write(generate(args.hosts, args.servers, args.seed), args.output)
     return 0
+
+
+def write(document, output):
+    """The document as JSON in the file output, or on stdout for '-'."""
+    if output == '-':
+        json.dump(document, sys.stdout)
+    else:
+        with open(output, 'w') as stream:
+            json.dump(document, stream)
 
 
 if __name__ == '__main__':

@@ -42,8 +42,14 @@ import argparse
 import datetime
 import json
 import math
+import os
 import random
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import generate  # noqa: E402
 
 START = '2026-11-23T00:00:00Z'  # a Monday
 # (shape, weight)
@@ -195,13 +201,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with open(args.cluster) as stream:
         cluster = json.load(stream)
-    result = series(cluster, args.hours, args.step_minutes, args.seed,
-                    args.start)
-    if args.output == '-':
-        json.dump(result, sys.stdout)
-    else:
-        with open(args.output, 'w') as stream:
-            json.dump(result, stream)
+    generate.write(series(cluster, args.hours, args.step_minutes, args.seed,
+                          args.start), args.output)
     return 0
 
 
