@@ -409,8 +409,7 @@ def _expected_refs(hypervisors, providers):
             return None
         if name in roots:
             refs.append(hostmatch.HostRef(
-                name, (service or {}).get('host') or name,
-                hyp.get('host_ip')))
+                name, document_mod.compute_host(hyp), hyp.get('host_ip')))
     return refs
 
 

@@ -130,6 +130,13 @@ class Hypervisors(collections.namedtuple('Hypervisors', (
     Placement did not answer for, with why."""
 
 
+def compute_host(hyp):
+    """The compute service host of a hypervisor record: where its servers
+    and aggregates say they are (the node name, if Nova gives none)."""
+    return (hyp.get('service') or {}).get('host') or \
+        hyp['hypervisor_hostname']
+
+
 def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
                       allocations):
     """Hypervisors with their root provider's inventories and usages."""
@@ -140,7 +147,7 @@ def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
             if not isinstance(name, str):
                 raise TypeError('hypervisor_hostname is %s, not text'
                                 % type(name).__name__)
-            host = (hyp.get('service') or {}).get('host') or name
+            host = compute_host(hyp)
         root = roots.get(name)
         if root is None:  # not reported to Placement yet: nothing to plan with
             found.left_out.append(name)

@@ -207,7 +207,7 @@ class _Reader:
                             if h['hypervisor_hostname'] == name), None)
         if details is None:
             return None
-        host = (details.get('service') or {}).get('host') or name
+        host = document_mod.compute_host(details)
         with collect.reading('Nova GET /os-services?host=%s' % host):
             service = next(iter(collect.services(
                 self.conn.compute, self.retries, host=host)), None)
