@@ -13,6 +13,7 @@ import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
+from osc_leveller.cloud import answers
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import refresh
 from osc_leveller.core import executor
@@ -164,5 +165,5 @@ def _why(exc):
     """Nova's own words, without the URL and request noise."""
     if isinstance(exc, SHAPE) and not isinstance(exc, ERRORS):
         return 'the answer is not Nova\'s (%s: %s)' % (
-            type(exc).__name__, collect.why(exc))
-    return collect.why(exc)
+            type(exc).__name__, answers.why(exc))
+    return answers.why(exc)

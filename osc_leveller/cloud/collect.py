@@ -30,7 +30,6 @@ from osc_leveller.core import snapshot
 
 CollectError = answers.CollectError  # what every read here raises
 reading = answers.reading
-why = answers.why
 
 # 2.53: uuids for services and hypervisors; 2.59: migration uuids and
 # changes-since; 2.64: server group policy and rules.
