@@ -50,7 +50,9 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,6 +60,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
 from benchmarks import series as series_mod  # noqa: E402
+
+# --previous runs this script again with the osc_leveller of another
+# checkout: the benchmarks above are this one's, the planner is that one's.
+CODE = os.environ.get('LEVELLER_REPLAY_CODE')
+if CODE:
+    sys.path.insert(0, CODE)
+
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
 from osc_leveller.core import scoring  # noqa: E402
@@ -66,6 +75,9 @@ from osc_leveller.core import state as state_mod  # noqa: E402
 from osc_leveller.core import watcher_cluster  # noqa: E402
 
 HOUR = 3600.0
+# How long a live migration takes: set-up plus copying the RAM at about
+# 5 Gbit/s, so a 16 GiB server moves in about 45 s.
+MIGRATION_S = (20.0, 1.6)  # seconds, seconds per GiB
 WINDOW_HOURS = 24.0  # "moved again" and flip-flops look this far back
 TAGS = ('again', 'inside_cooldown', 'cooldown_end', 'flip_flop')
 ALL = 'all'
@@ -78,6 +90,10 @@ class Moved:
     source: str
     destination: str
     gib: float
+
+    @property
+    def seconds(self):
+        return MIGRATION_S[0] + MIGRATION_S[1] * self.gib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,11 +196,13 @@ def fair_share(servers, threads):
 
 
 def migration(number, moved):
-    when = snapshot_io.format_time(moved.at)
+    """Nova's record of a move: created when asked, updated when it
+    completed."""
     return {'id': number + 1, 'server_id': moved.server,
             'status': 'completed', 'migration_type': 'live-migration',
             'source_compute': moved.source, 'dest_compute': moved.destination,
-            'created_at': when, 'updated_at': when}
+            'created_at': snapshot_io.format_time(moved.at),
+            'updated_at': snapshot_io.format_time(moved.at + moved.seconds)}
 
 
 def imbalance(snapshot):
@@ -230,9 +248,11 @@ def churn(history, cooldown_hours, interval_hours, window_hours=WINDOW_HOURS):
             gap = move.at - before[-1].at
             if gap <= window:
                 tags['again'].append(index)
-            if gap < cooldown_hours * HOUR:
+            # Nova's record of the previous move ends when it completed.
+            cooled = gap - before[-1].seconds
+            if cooled < cooldown_hours * HOUR:
                 tags['inside_cooldown'].append(index)
-            elif gap < (cooldown_hours + interval_hours) * HOUR:
+            elif cooled < (cooldown_hours + interval_hours) * HOUR:
                 tags['cooldown_end'].append(index)
             if any(m.source == move.destination and move.at - m.at <= window
                    for m in before):
@@ -241,14 +261,29 @@ def churn(history, cooldown_hours, interval_hours, window_hours=WINDOW_HOURS):
     return tags
 
 
+def levelled(world, cooldown_hours=6.0):
+    """The cluster with the placement a full plan on the first step's
+    load gives (every move done): a cloud cron has kept level so far."""
+    snap = world.snapshot(0, {s['id']: s['host']
+                              for s in world.cluster['servers']})
+    plan = planner.make_plan(snap, opts.PlannerOptions(
+        cooldown_hours=cooldown_hours, max_moves=10 ** 6))
+    where = {m.server_id: m.destination for m in plan.moves}
+    return dict(world.cluster, servers=[
+        dict(s, host=where.get(s['id'], s['host']))
+        for s in world.cluster['servers']])
+
+
 def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
-           progress=None):
+           progress=None, options=None):
     """The Replay of cron running apply --batch batch every interval.
 
     batch: moves (units) a run does, None for all; none: {step: Measure}
-    with no action, shared between replays of one world.
+    with no action, shared between replays of one world; options:
+    PlannerOptions fields beyond the defaults and the cooldown.
     """
-    options = opts.PlannerOptions(cooldown_hours=cooldown_hours)
+    options = opts.PlannerOptions(cooldown_hours=cooldown_hours,
+                                  **(options or {}))
     none = {} if none is None else none
     placement = {s['id']: s['host'] for s in world.cluster['servers']}
     initial = dict(placement)
@@ -429,6 +464,18 @@ def main(argv=None):
     parser.add_argument('--settled-hours', type=float, default=24,
                         help='a second summary of the runs from this hour '
                         'on, once the first levelling is done')
+    parser.add_argument('--levelled', action='store_true',
+                        help='start from the placement a full plan on the '
+                        'first hour\'s load gives, as cron would have kept '
+                        'the cloud')
+    parser.add_argument('--option', action='append', default=[],
+                        metavar='FIELD=VALUE', type=option_arg,
+                        help='a PlannerOptions field beyond the defaults '
+                        '(this checkout only); repeat for several')
+    parser.add_argument('--previous', metavar='DIR',
+                        help='also replay with the osc_leveller of this '
+                        'checkout, on the same cluster and series, as rows '
+                        'before this one\'s')
     parser.add_argument('--json', metavar='FILE')
     args = parser.parse_args(argv)
     batches = args.batch or [1, None]
@@ -442,6 +489,10 @@ def main(argv=None):
     series = series_mod.series(cluster, args.hours, args.step_minutes,
                                args.seed)
     world = World(cluster, series)
+    if args.levelled:
+        cluster = levelled(world, args.cooldown)
+        world = World(cluster, series)
+    previous = _previous(args, cluster) if args.previous else []
     settled = int(round(args.settled_hours * 60 / args.step_minutes))
     none, rows = {}, []
     for interval in intervals:
@@ -452,8 +503,10 @@ def main(argv=None):
         for batch in batches:
             began = time.perf_counter()
             result = replay(world, batch, int(steps), args.cooldown, none,
-                            progress=_progress(batch, interval))
+                            progress=_progress(batch, interval),
+                            options=dict(args.option))
             rows.append({
+                'version': 'this',
                 'batch': ALL if batch is None else batch,
                 'interval_minutes': interval,
                 'wall_s': round(time.perf_counter() - began, 1),
@@ -468,6 +521,8 @@ def main(argv=None):
         'python': platform.python_version(), 'cores': os.cpu_count(),
         'cluster': args.cluster or {
             'hosts': args.hosts, 'servers': args.servers, 'seed': args.seed},
+        'levelled': args.levelled,
+        'previous': args.previous and os.path.abspath(args.previous),
         'servers': len(cluster['servers']),
         'hypervisors': len(cluster['hypervisors']),
         'series': {'start': series['start'], 'hours': args.hours,
@@ -476,8 +531,9 @@ def main(argv=None):
         'cooldown_hours': args.cooldown,
         'settled_hours': args.settled_hours,
         'options': 'PlannerOptions() defaults, cooldown as above',
+        'options_this': dict(args.option),
         'wall_s': round(time.perf_counter() - started, 1),
-        'rows': rows}
+        'rows': previous + rows}
     print(table(result['rows'], 'summary'))
     print('\nFrom hour %g on:\n' % args.settled_hours)
     print(table(result['rows'], 'settled'))
@@ -485,6 +541,45 @@ def main(argv=None):
         with open(args.json, 'w') as stream:
             json.dump(result, stream, indent=1)
     return 0
+
+
+def option_arg(text):
+    name, sep, value = text.partition('=')
+    if not sep:
+        raise argparse.ArgumentTypeError('use FIELD=VALUE')
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass  # text
+    return name, value
+
+
+def _previous(args, cluster):
+    """The rows of the same replay with the checkout args.previous's
+    osc_leveller, its default options, in a process of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster_file = os.path.join(tmp, 'cluster.json')
+        out = os.path.join(tmp, 'previous.json')
+        with open(cluster_file, 'w') as stream:
+            json.dump(cluster, stream)
+        argv = [sys.executable, os.path.abspath(__file__),
+                '--cluster', cluster_file, '--seed', str(args.seed),
+                '--hours', str(args.hours),
+                '--step-minutes', str(args.step_minutes),
+                '--cooldown', str(args.cooldown),
+                '--settled-hours', str(args.settled_hours), '--json', out]
+        for interval in args.interval_minutes or ():
+            argv += ['--interval-minutes', str(interval)]
+        for batch in args.batch or (1, None):
+            argv += ['--batch', ALL if batch is None else str(batch)]
+        env = dict(os.environ,
+                   LEVELLER_REPLAY_CODE=os.path.abspath(args.previous))
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as stream:
+            rows = json.load(stream)['rows']
+    for row in rows:
+        row['version'] = 'previous'
+    return rows
 
 
 def _progress(batch, interval):
@@ -499,21 +594,22 @@ def _progress(batch, interval):
 
 def table(rows, key):
     """The markdown table of rows' summaries (key: 'summary', 'settled')."""
-    lines = ['| batch | every | runs moving | moves | GiB | servers moved '
+    lines = ['| version | batch | every | runs moving | moves | GiB | servers moved '
              'again < 24 h | at cooldown end | flip-flops (servers) | moves '
              'same to 3 dp in the plan (GiB) | runs moving: next interval '
              'better / same / worse than not moving | imbalance: no action '
              '/ leveller, mean | better / equal / worse than no action | '
              'saturated host-h: no action / leveller | unserved core-h: no '
              'action / leveller |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for row in rows:
         s = row[key]
         lines.append(
-            '| %s | %g min | %d of %d | %d | %s | %d | %d | %d (%d) | '
+            '| %s | %s | %g min | %d of %d | %d | %s | %d | %d | %d (%d) | '
             '%d (%s) | %d / %d / %d | %.3f / %.3f | %d / %d / %d | %s / %s '
             '| %s / %s |' % (
-                row['batch'], row['interval_minutes'], s['runs_moving'],
+                row.get('version', 'this'), row['batch'],
+                row['interval_minutes'], s['runs_moving'],
                 s['runs'], s['moves'], format(s['gib'], ',.0f'),
                 s['servers_moved_again_24h'], s['at_cooldown_end'],
                 s['flip_flops'], s['servers_flip_flopping'],
