@@ -9,7 +9,6 @@ left by the moves before it, and a balancing move must still even out the
 load.
 """
 
-from osc_leveller.core import filters
 from osc_leveller.core import policy as policies
 
 
@@ -28,7 +27,7 @@ def recheck(move, snapshot, state, rules, policy):
     dest = snapshot.hypervisor(move.destination)
     if dest is None:
         return 'the destination %s no longer exists' % move.destination
-    reason = filters.why_not_destination(server, dest, state, rules)
+    reason = policy.why_not_destination(server, dest, state, rules)
     if reason:
         return '%s: %s' % (dest.name, reason)
     return None

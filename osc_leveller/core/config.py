@@ -100,6 +100,29 @@ KEYS = (
              'deviation of host scores) is below this',
         flag=Flag('--threshold', '{help} (default {default})',
                   '<imbalance>')),
+    Key('target', FLOAT, None, minimum=0, option='target',
+        help='Imbalance a domain is brought down to once it is above the '
+             'threshold (none: 90 % of the threshold), so that a domain '
+             'hovering at the threshold is not nudged at every run',
+        flag=Flag('--target', 'Once a domain is above the threshold, plan '
+                  'until its imbalance is below this (default: 90 % of the '
+                  'threshold)', '<imbalance>')),
+    Key('min_drop', FLOAT, 0.01, minimum=0, maximum=1, option='min_drop',
+        help='Least part of its domain\'s imbalance a move must take off '
+             '(0.01: 1 %), plus min_drop_per_gb for each GiB it copies',
+        flag=Flag('--min-drop', 'Plan a move only if it lowers its '
+                  'domain\'s imbalance by at least this part of it (0.01: '
+                  '1 %), plus --min-drop-per-gb for each GiB of RAM it '
+                  'copies (default {default})', '<fraction>')),
+    Key('min_drop_per_gb', FLOAT, 0.0005, minimum=0, maximum=1,
+        option='min_drop_per_gb',
+        help='Part of its domain\'s imbalance a move must take off beyond '
+             'min_drop, for each GiB of RAM it copies (0.0005: 1.6 % more '
+             'for a 32 GiB server)',
+        flag=Flag('--min-drop-per-gb', 'Part of its domain\'s imbalance a '
+                  'move must take off beyond --min-drop, for each GiB of RAM '
+                  'it copies (0.0005: 1.6 % more for a 32 GiB server; '
+                  'default {default})', '<fraction>')),
     Key('min_gain', FLOAT, 0.0005, minimum=0, option='min_gain',
         help='Least drop of the sum of squared score deviations a move '
              'must bring',
@@ -136,6 +159,23 @@ KEYS = (
         flag=Flag('--cooldown', 'Do not move a server migrated less than '
                   'this many hours ago, per Nova\'s migration history '
                   '(default {default})', '<hours>')),
+    Key('cooldown_max', FLOAT, 24.0, minimum=0, option='cooldown_max_hours',
+        help='Most hours a server\'s cooldown grows to: it is at least 12 '
+             'times its last migration\'s duration, and doubles with each '
+             'of its moves in the last 24 h (never below cooldown)',
+        flag=Flag('--cooldown-max', 'A server\'s cooldown grows with its '
+                  'moves in the last 24 h (x 2 each) and with how long its '
+                  'last migration took (x 12), up to this many hours '
+                  '(default {default})', '<hours>')),
+    Key('return_window', FLOAT, 24.0, minimum=0,
+        option='return_window_hours',
+        help='Hours after a server left a hypervisor during which balancing '
+             'does not send it back there, unless no other hypervisor fits '
+             'it (0: no such rule)',
+        flag=Flag('--return-window', 'Do not send a server back to a '
+                  'hypervisor it left less than this many hours ago, per '
+                  'Nova\'s migration history, unless no other hypervisor '
+                  'fits it (default {default}; 0: allow)', '<hours>')),
     Key('include_locked', BOOL, False, option='include_locked',
         help='Also move locked servers',
         flag=Flag('--include-locked', negative='--no-include-locked',

@@ -6,10 +6,14 @@ whether a server may move at all, in the policies of core/policy.py;
 destination filters whether it may move to one hypervisor in a given State.
 ``Rules`` holds what the filters look up (options, group membership,
 migration history), built once per snapshot.
+
+Two rules keep balancing from moving a server to and fro, from Nova's
+migration history: the cooldown grows with the server's recent moves and
+their duration, and a server does not go back to a hypervisor it left
+recently.
 """
 
 import collections
-import math
 
 from osc_leveller.core import config
 from osc_leveller.core import extra_specs
@@ -19,6 +23,16 @@ from osc_leveller.core import options as opts
 AGGREGATE_SCOPE = 'aggregate_instance_extra_specs'
 TENANT_KEY = 'filter_tenant_id'
 HOUR = 3600.0
+# The cooldown doubles with each move of the server in this many hours,
+RECENT_HOURS = 24.0
+# and is at least this many times its last migration's duration: a move
+# that took long costs much, and was likely slow to converge.
+DURATION_FACTOR = 12
+
+
+class Moved(collections.namedtuple('Moved', 'ended seconds source')):
+    """A migration that moved a server: when it ended, how long it took
+    (0 when unknown), the compute host it left."""
 
 
 class Rules:
@@ -44,15 +58,60 @@ class Rules:
             for member in self.group_members[group.id]:
                 self.groups_of[member].append(group)
         self.in_flight = {}
-        self.last_moved = {}
+        self.moves_of = collections.defaultdict(list)  # id -> [Moved]
         for mig in snapshot.migrations:
             if mig.in_progress:
                 self.in_flight[mig.server_id] = mig
             elif mig.moved:
                 when = mig.updated_at or mig.created_at
-                if when is not None and when > self.last_moved.get(
-                        mig.server_id, -math.inf):
-                    self.last_moved[mig.server_id] = when
+                if when is not None:
+                    took = when - mig.created_at \
+                        if mig.created_at is not None else 0.0
+                    self.moves_of[mig.server_id].append(
+                        Moved(when, max(0.0, took), mig.source_compute))
+        self.last_moved = {sid: max(m.ended for m in moves)
+                           for sid, moves in self.moves_of.items()}
+
+    def cooldown(self, server_id):
+        """(hours, why) of the server's cooldown: the cooldown setting,
+        or DURATION_FACTOR times its last migration's duration if longer,
+        times 2 ** (n - 1) for its n moves in the last RECENT_HOURS, up
+        to cooldown_max but never below the setting. why is '' when the
+        setting alone applies."""
+        setting = self.options.cooldown_hours
+        moves = self.moves_of.get(server_id)
+        if not moves:
+            return setting, ''
+        last = max(moves)
+        hours = max(setting, DURATION_FACTOR * last.seconds / HOUR)
+        why = ['%g h' % setting if hours == setting else
+               '%d x its last migration\'s %s' % (DURATION_FACTOR,
+                                                  _duration(last.seconds))]
+        recent = sum(self.now - m.ended < RECENT_HOURS * HOUR for m in moves)
+        if recent > 1:
+            hours *= 2 ** (recent - 1)
+            why.append('x %d for its %d moves in the last %g h' % (
+                2 ** (recent - 1), recent, RECENT_HOURS))
+        if hours > self.options.cooldown_max_hours:
+            hours = self.options.cooldown_max_hours
+            why.append('capped at cooldown_max')
+        if hours <= setting:
+            return setting, ''
+        return hours, ', '.join(why)
+
+    def left(self, server_id, host):
+        """When the server last left compute host host, or None."""
+        ended = [m.ended for m in self.moves_of.get(server_id, ())
+                 if m.source == host]
+        return max(ended) if ended else None
+
+
+def _duration(seconds):
+    if seconds < 90:
+        return '%d s' % round(seconds)
+    if seconds < 90 * 60:
+        return '%d min' % round(seconds / 60)
+    return '%.1f h' % (seconds / HOUR)
 
 
 # --- may this server move at all? -------------------------------------------
@@ -103,10 +162,16 @@ def project(server, rules):
 
 def cooldown(server, rules):
     when = rules.last_moved.get(server.id)
-    hours = rules.options.cooldown_hours
-    if when is not None and rules.now - when < hours * HOUR:
-        return 'migrated %.1f h ago, inside the %g h cooldown' % (
-            max(0.0, rules.now - when) / HOUR, hours)
+    if when is None:
+        return None
+    hours, why = rules.cooldown(server.id)
+    if rules.now - when < hours * HOUR:
+        ago = max(0.0, rules.now - when) / HOUR
+        if not why:
+            return 'migrated %.1f h ago, inside the %g h cooldown' % (
+                ago, hours)
+        return 'migrated %.1f h ago, inside its %g h cooldown (%s)' % (
+            ago, hours, why)
 
 
 def in_scope(hyp, options):
@@ -302,3 +367,22 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
 
 def why_not_destination(server, dest, state, rules):
     return first_reason(DESTINATION_FILTERS, server, dest, state, rules)
+
+
+# --- balancing only ----------------------------------------------------------
+
+def returning(server, dest, state, rules):
+    """No going back to a hypervisor the server left within the return
+    window: that undoes a move that was worth making. Unless no other
+    hypervisor fits it now (as the other filters say)."""
+    hours = rules.options.return_window_hours
+    when = rules.left(server.id, dest.host) if hours else None
+    if when is None or rules.now - when >= hours * HOUR:
+        return None
+    if not any(why_not_destination(server, other, state, rules) is None
+               for other in rules.snapshot.hypervisors
+               if other.name != dest.name):
+        return None
+    return 'it left %s %.1f h ago, inside the %g h return window (other ' \
+        'hypervisors fit it)' % (dest.host, max(0.0, rules.now - when) /
+                                 HOUR, hours)

@@ -53,7 +53,7 @@ def why_held(snapshot, state, rules, policy, domain):
                 if dst == src:
                     continue
                 tried += 1
-                check = _failing(filters.DESTINATION_FILTERS, server,
+                check = _failing(policy.destinations, server,
                                  snapshot.hypervisor(dst), state, rules)
                 kind = check[0] if check else 'no gain'
                 refused[kind] += 1

@@ -72,6 +72,15 @@ class Domain:
             self.squares[i] += new[i] * new[i] - old[i] * old[i]
         self.cross += new[0] * new[1] - old[0] * old[1]
 
+    def std_after(self, changes):
+        """std() once hosts' parts change: [(old parts, new parts)]."""
+        saved = (list(self.total), list(self.squares), self.cross)
+        for old, new in changes:
+            self.update(old, new)
+        result = self.std()
+        self.total, self.squares, self.cross = saved
+        return result
+
     def score_gain(self, s_src, a, s_dst, b):
         """The SSE reduction of the scores themselves: the parts may even
         out while the scores spread (a CPU-hot host taking RAM load), and

@@ -54,6 +54,11 @@ def _validate(options):
             except config.ConfigError as exc:
                 raise OptionsError(str(exc)) from None
     check_weights(options.weights)
+    if options.target is not None and options.target > options.threshold:
+        raise OptionsError(
+            'target %g is above the threshold %g: planning starts when a '
+            'domain is above the threshold and stops below the target' % (
+                options.target, options.threshold))
     return options
 
 

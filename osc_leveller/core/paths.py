@@ -184,7 +184,7 @@ class _Finder:
         for sid in sorted(self._left(state), key=self._name):
             server = self.snapshot.server(sid)
             dst = self._final(sid)
-            reason = filters.why_not_destination(
+            reason = self.movable.why_not_destination(
                 server, self.snapshot.hypervisor(dst), state, self.rules)
             found.append('%s to %s (%s)' % (server.label, dst, reason))
         return '; '.join(found[:5]) + ('; ...' if len(found) > 5 else '')
@@ -199,7 +199,7 @@ class _Finder:
                 if state.host_of(sid) != self._final(sid)]
 
     def _fits(self, sid, dst, state):
-        return filters.why_not_destination(
+        return self.movable.why_not_destination(
             self.snapshot.server(sid), self.snapshot.hypervisor(dst), state,
             self.rules) is None
 

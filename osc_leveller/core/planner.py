@@ -4,7 +4,9 @@ The planner is a pipeline, one balancing domain (AZ x CPU class) at a
 time:
 
 1. classify: the hypervisors in scope, grouped into domains; a domain
-   below the threshold is left alone;
+   below the threshold is left alone, one above it is levelled down to the
+   target (hysteresis: a domain hovering at the threshold is not nudged at
+   every run);
 2. objective (core/objective.py): each domain's imbalance and what a move
    gains, from running sums;
 3. search (core/search.py): the best valid single move per GiB moved;
@@ -12,6 +14,10 @@ time:
    the threshold, two servers trade places;
 5. ordering: the moves grouped into waves (plan.Waves), their figures
    recomputed in the order apply runs them.
+
+A domain's best candidate is taken only if it pays for itself: it takes
+off at least min_drop of the domain's imbalance, plus min_drop_per_gb for
+each GiB of RAM it copies. Otherwise levelling that domain stops there.
 
 Each step takes, across domains, the best candidate and applies it to the
 state, so every intermediate state passes every filter; only the domain a
@@ -31,6 +37,9 @@ from osc_leveller.core import policy
 from osc_leveller.core import scoring
 from osc_leveller.core import search
 from osc_leveller.core import state as state_mod
+
+# The target when none is set: this share of the threshold.
+TARGET_SHARE = 0.9
 
 
 class Planner:
@@ -70,12 +79,19 @@ class Planner:
         waves = plan_mod.Waves()
         best = {d.name: self._best(d) for d in active}
         limited = set()  # domains left for --max-moves, not held back
+        unpaid = {}  # domain -> why its best move is not worth making
+        target = self.target()
         while len(moves) < self.options.max_moves:
             ready = [d for d in active if best[d.name] is not None]
             if not ready:
                 break
             domain = max(ready, key=lambda d: (best[d.name].value, d.name))
             found = best[domain.name]
+            why = self._unpaid(domain, found)
+            if why:
+                unpaid[domain.name] = why
+                best[domain.name] = None
+                continue
             if isinstance(found, search.Single):
                 moves.append(self._apply(domain, found, waves))
             elif len(found.sequence) <= self.options.max_moves - len(moves):
@@ -84,21 +100,65 @@ class Planner:
                 best[domain.name] = None
                 limited.add(domain.name)
                 continue
-            # A domain brought below the threshold is left alone, as the
-            # next run would leave it: no moves for little gain.
             best[domain.name] = self._best(domain) \
-                if domain.std() >= self.options.threshold else None
+                if domain.std() >= target else None
         moves = self._in_wave_order(moves, groups)
         # Above the threshold with nothing left to try: say what holds it.
         held_back = {
-            d.name: held.why_held(self.snapshot, self.state, self.rules,
-                                  policy.BALANCE, d)
+            d.name: unpaid.get(d.name) or held.why_held(
+                self.snapshot, self.state, self.rules, policy.BALANCE, d)
             for d in active if best[d.name] is None and d.name not in
             limited and d.std() >= self.options.threshold}
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
                               note=self._note(before, active, moves),
                               held=held_back)
+
+    def target(self):
+        """The imbalance a domain above the threshold is brought down to."""
+        if self.options.target is None:
+            return self.options.threshold * TARGET_SHARE
+        return self.options.target
+
+    def _unpaid(self, domain, found):
+        """Why a candidate does not pay for itself, or None: it must take
+        off min_drop of the domain's imbalance plus min_drop_per_gb for each
+        GiB it copies."""
+        options = self.options
+        if not options.min_drop and not options.min_drop_per_gb:
+            return None
+        before = domain.std()
+        if isinstance(found, search.Single):
+            src, dst, sid = found.source, found.destination, found.server
+            s_old, d_old = self.state.parts(src), self.state.parts(dst)
+            a = self.model.server_parts(sid, src)
+            b = self.model.server_parts(sid, dst)
+            after = domain.std_after([
+                (s_old, (s_old[0] - a[0], s_old[1] - a[1])),
+                (d_old, (d_old[0] + b[0], d_old[1] + b[1]))])
+            ids = [sid]
+            what = '%s from %s to %s' % (self.snapshot.server(sid).label,
+                                         src, dst)
+        else:
+            state = self.state.copy()
+            for sid, there in found.sequence:
+                state.apply(sid, there)
+            after = objective.Domain(domain.name, domain.hosts, state).std()
+            ids = [sid for sid, _ in found.sequence]
+            a, b, src, dst = found.pair
+            what = 'an exchange of %s (%s) and %s (%s)' % (
+                self.snapshot.server(a).label, src,
+                self.snapshot.server(b).label, dst)
+        gib = sum(self.snapshot.server(sid).ram_gb for sid in ids)
+        share = options.min_drop + options.min_drop_per_gb * gib
+        if before > 0 and before - after >= before * share:
+            return None
+        return ('its best move, %s, would take the imbalance %.3f -> %.3f '
+                '(%.1f %%), less than the %.1f %% that moving %g GiB must '
+                '(min_drop %g + min_drop_per_gb %g a GiB)' % (
+                    what, before, after, 100 * (before - after) / before
+                    if before else 0.0, 100 * share, round(gib, 1),
+                    options.min_drop, options.min_drop_per_gb))
 
     def _best(self, domain):
         """The best candidate of a domain: a single move, else an
@@ -238,8 +298,8 @@ class Planner:
                 rows.append((hyp.name, domain, score, 'current',
                              refusal or 'the server may move'))
                 continue
-            reason = filters.why_not_destination(server, hyp, self.state,
-                                                 self.rules)
+            reason = policy.BALANCE.why_not_destination(server, hyp,
+                                                        self.state, self.rules)
             if reason:
                 rows.append((hyp.name, domain, score, 'rejected', reason))
                 continue

@@ -2,13 +2,16 @@
 
 A policy is a named sequence of server predicates (core/filters.py); the
 first that fails gives the reason an operator reads. Where the server may go
-is the destination filters' question, the same for every kind of move.
+is the destination filters' question: Nova's, the same for every kind of
+move, and for balancing one of its own.
 
 - BALANCE (plan, and apply of its plans): everything, the cooldown and the
-  balancing scope included.
+  balancing scope included; and a server does not go back to a hypervisor
+  it left within the return window.
 - PLACEMENT (plan --target): what Nova refuses, locks and opt-outs, and the
   projects and hypervisors the options select. An operator's target does
-  not wait for a cooldown, nor need to even out the load.
+  not wait for a cooldown, nor need to even out the load; it may send a
+  server back where it was.
 - DRAIN (evacuate): maintenance overrides what only balancing cares about
   (cooldown, scope). Stopped servers stay, unless DRAIN_COLD migrates them
   cold.
@@ -27,19 +30,26 @@ COLD = 'cold'
 class Policy:
     name: str
     checks: tuple  # predicates (server, rules) -> reason or None
+    # predicates (server, dest, state, rules) -> reason or None
+    destinations: tuple = filters.DESTINATION_FILTERS
 
     def why_not(self, server, rules):
         """The reason the server may not move, or None."""
         return filters.first_reason(self.checks, server, rules)
 
+    def why_not_destination(self, server, dest, state, rules):
+        """The reason the server may not go to dest in state, or None."""
+        return filters.first_reason(self.destinations, server, dest, state,
+                                    rules)
+
     def why_not_to(self, server, dest, state, rules):
         """The reason the server may not move to dest in state, or None."""
-        return self.why_not(server, rules) or filters.why_not_destination(
+        return self.why_not(server, rules) or self.why_not_destination(
             server, dest, state, rules)
 
     def without(self, *checks):
-        return Policy(self.name, tuple(c for c in self.checks
-                                       if c not in checks))
+        return dataclasses.replace(self, checks=tuple(
+            c for c in self.checks if c not in checks))
 
 
 # --- predicates of a drain ----------------------------------------------------
@@ -74,7 +84,8 @@ _NOVA = (filters.status, filters.task_state, filters.locked,
          filters.project)
 
 BALANCE = Policy('balance', _NOVA + (
-    filters.cooldown, filters.source_in_scope, filters.source_usable))
+    filters.cooldown, filters.source_in_scope, filters.source_usable),
+    filters.DESTINATION_FILTERS + (filters.returning,))
 # A server its exchange parked a moment ago: the cooldown it is in is the
 # one that parking move started.
 BALANCE_AGAIN = BALANCE.without(filters.cooldown)

@@ -12,7 +12,6 @@ parts and the domain's totals change under it.
 import dataclasses
 import heapq
 
-from osc_leveller.core import filters
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
 
@@ -148,7 +147,7 @@ class MoveSearch:
                 continue
             neg_value, _, sid, dst, src, gain = entry
             server = self.snapshot.server(sid)
-            reason = filters.why_not_destination(
+            reason = policy.BALANCE.why_not_destination(
                 server, self.snapshot.hypervisor(dst), self.state, self.rules)
             if reason is None:
                 return Single(-neg_value, sid, src, dst, gain,

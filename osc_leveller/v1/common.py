@@ -10,6 +10,7 @@ from osc_leveller.cloud import connection
 from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import errors
+from osc_leveller.core import filters
 from osc_leveller.core import files
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
@@ -163,7 +164,15 @@ def collector(app, effective):
     return collect.Collector(
         open_connection(app, effective),
         metrics=measure.reader_from_settings(effective.section('prometheus')),
+        history_hours=history_hours(effective),
         retries=effective['cloud.retries'], progress=progress_of(app))
+
+
+def history_hours(effective):
+    """Hours of Nova's migration history the balancing rules look at:
+    the cooldown, its growth with recent moves, the return window."""
+    return max(filters.RECENT_HOURS, effective['cooldown'],
+               effective['cooldown_max'], effective['return_window']) + 1
 
 
 def progress_of(app):
@@ -230,8 +239,10 @@ def add_planner_options(parser, snapshot=True):
     """The options every planning command (plan, apply) takes."""
     add_source_options(parser, snapshot=snapshot)
     add_weight_option(parser)
-    flags.add(parser, 'max_moves', 'threshold', 'min_gain', 'ceiling',
-              'move_cost', 'cpu_compatibility', 'cooldown', 'include_locked',
+    flags.add(parser, 'max_moves', 'threshold', 'target', 'min_drop',
+              'min_drop_per_gb', 'min_gain', 'ceiling',
+              'move_cost', 'cpu_compatibility', 'cooldown', 'cooldown_max',
+              'return_window', 'include_locked',
               'exclude_hosts', 'availability_zones', 'projects',
               'exclude_projects')
     return parser

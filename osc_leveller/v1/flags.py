@@ -24,7 +24,9 @@ def add(parser, *names, negative=True):
     for name in names:
         key = config.BY_NAME[name]
         flag = key.flag
-        text = flag.help.format(help=key.help, default=default_text(name))
+        # argparse formats help with %: a percentage is written plain.
+        text = flag.help.format(help=key.help, default=default_text(
+            name)).replace('%', '%%')
         if key.kind == config.BOOL:
             pair = negative and flag.negative
             group = parser.add_mutually_exclusive_group() if pair else parser

@@ -96,7 +96,8 @@ def guarded(app, effective, body, history_hours=24.0):
 
     The connection sends one new global request id on every call, and the
     journal records it, so Nova's logs and the journal can be matched. The
-    migration history read covers history_hours and the cooldown.
+    migration history read covers history_hours and what the balancing
+    rules look at (common.history_hours).
     """
     run_id = 'req-%s' % uuid.uuid4()
     try:
@@ -118,7 +119,7 @@ def guarded(app, effective, body, history_hours=24.0):
             common.open_connection(app, effective, run_id),
             metrics=measure.reader_from_settings(
                 effective.section('prometheus')),
-            history_hours=max(history_hours, effective['cooldown'] + 1),
+            history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
             progress=common.progress_of(app))
         return body(actions, journal)

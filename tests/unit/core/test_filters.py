@@ -94,6 +94,44 @@ class TestServerFilters(unittest.TestCase):
                       'updated_at': '2026-11-20T10:00:00Z'}
             self.assertIsNone(self.reason(migrations=[stayed]), status)
 
+    def test_cooldown_doubles_with_each_move_in_the_last_24h(self):
+        def moved(when, created=None):
+            return {'server_id': 'id-s1', 'status': 'completed',
+                    'created_at': created or when, 'updated_at': when}
+        last = moved('2026-11-20T10:00:00Z')  # 2 h before the snapshot
+        self.assertIn('migrated 2.0 h ago, inside the 6 h cooldown',
+                      self.reason(migrations=[last]))
+        two = [moved('2026-11-20T02:00:00Z'), last]
+        reason = self.reason(migrations=two, cooldown_hours=1)
+        self.assertIsNone(reason)  # 2 h after, a 1 h cooldown x 2 is over
+        reason = self.reason(migrations=two)
+        self.assertIn('migrated 2.0 h ago, inside its 12 h cooldown (6 h, '
+                      'x 2 for its 2 moves in the last 24 h)', reason)
+        three = [moved('2026-11-19T13:00:00Z')] + two
+        self.assertIn('inside its 24 h cooldown (6 h, x 4 for its 3 moves',
+                      self.reason(migrations=three))
+        self.assertIn('inside its 10 h cooldown (6 h, x 4 for its 3 moves '
+                      'in the last 24 h, capped at cooldown_max)',
+                      self.reason(migrations=three, cooldown_max_hours=10))
+        # A move 25 h ago does not count; a cap below the cooldown does not
+        # lower it.
+        old = [moved('2026-11-19T11:00:00Z'), last]
+        self.assertIn('inside the 6 h cooldown',
+                      self.reason(migrations=old))
+        self.assertIn('inside the 6 h cooldown', self.reason(
+            migrations=three, cooldown_max_hours=1))
+
+    def test_cooldown_grows_with_the_last_migrations_duration(self):
+        slow = {'server_id': 'id-s1', 'status': 'completed',
+                'created_at': '2026-11-20T09:00:00Z',
+                'updated_at': '2026-11-20T10:00:00Z'}
+        self.assertIn('migrated 2.0 h ago, inside its 12 h cooldown (12 x '
+                      'its last migration\'s 60 min)',
+                      self.reason(migrations=[slow]))
+        quick = dict(slow, created_at='2026-11-20T09:58:00Z')
+        self.assertIn('inside the 6 h cooldown',
+                      self.reason(migrations=[quick]))
+
     def test_statuses_nova_has_not_ended_are_in_flight(self):
         # 'finished': a resize on its destination awaiting confirmation;
         # a status we do not know is in flight, as in Nova's own queries.
@@ -117,6 +155,48 @@ class TestServerFilters(unittest.TestCase):
         self.assertIn('outside the selected availability zones', check(
             pair(), servers, 's1', 'hv2',
             availability_zones=frozenset(['az9'])))
+
+
+class TestReturnWindow(unittest.TestCase):
+    """Balancing sends no server back to a hypervisor it left lately."""
+
+    def setUp(self):
+        self.hyps = [b.hypervisor('hv1'), b.hypervisor('hv2'),
+                     b.hypervisor('hv3')]
+        self.servers = [b.server('s1', 'hv1')]
+        # s1 came from hv2 ten hours before the snapshot.
+        self.migrations = [{
+            'server_id': 'id-s1', 'status': 'completed',
+            'source_compute': b.compute_host('hv2'),
+            'dest_compute': b.compute_host('hv1'),
+            'updated_at': '2026-11-20T02:00:00Z'}]
+
+    def reason(self, dest, hyps=None, the_policy=policy.BALANCE, **options):
+        snap = b.snapshot(hyps or self.hyps, self.servers, (),
+                          self.migrations)
+        rules = filters.Rules(snap, opts.PlannerOptions(**options))
+        return the_policy.why_not_to(snap.find_server('s1'),
+                                     snap.hypervisor(dest),
+                                     state_mod.new_state(snap), rules)
+
+    def test_not_back_within_the_window(self):
+        self.assertEqual(
+            'it left %s 10.0 h ago, inside the 24 h return window (other '
+            'hypervisors fit it)' % b.compute_host('hv2'), self.reason('hv2'))
+        self.assertIsNone(self.reason('hv3'))
+
+    def test_back_after_the_window_or_without_one(self):
+        self.assertIsNone(self.reason('hv2', return_window_hours=8))
+        self.assertIsNone(self.reason('hv2', return_window_hours=0))
+
+    def test_back_when_it_is_the_only_fit(self):
+        hyps = self.hyps[:2] + [b.hypervisor('hv3', status='disabled')]
+        self.assertIsNone(self.reason('hv2', hyps))
+
+    def test_only_balancing_keeps_it_away(self):
+        # An operator's target placement, and a drain, may send it back.
+        self.assertIsNone(self.reason('hv2', the_policy=policy.PLACEMENT))
+        self.assertIsNone(self.reason('hv2', the_policy=policy.DRAIN))
 
 
 class TestDestinationFilters(unittest.TestCase):

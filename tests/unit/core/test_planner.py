@@ -156,7 +156,7 @@ class TestPlanner(unittest.TestCase):
                        ('s4', 'hv5', 4, 16), ('s5', 'hv2', 8, 32),
                        ('s6', 'hv1', 8, 16), ('s7', 'hv1', 4, 32))]
         doc = b.document(hyps, servers)
-        result = plan(parse(doc))
+        result = plan(parse(doc), target=0.05)  # down to the threshold
         self.assertEqual([1, 1, 2], [m.wave for m in result.moves])
         replay(doc, result)
 
@@ -331,6 +331,32 @@ class TestPlanner(unittest.TestCase):
         refusal, rows = p.explain(snap.find_server('s3'))
         self.assertIn('status SHUTOFF', refusal)
 
+    def test_explain_names_the_rules_against_to_and_fro(self):
+        hyps = [b.hypervisor('hv%d' % i) for i in (1, 2, 3)]
+        servers = [b.server('s1', 'hv1'), b.server('s2', 'hv1')]
+        # s1 came from hv2 twice in the last day; s2 from hv2 long ago.
+        moves = [{'server_id': 'id-s1', 'status': 'completed',
+                  'source_compute': b.compute_host('hv2'),
+                  'dest_compute': b.compute_host('hv1'), 'updated_at': when}
+                 for when in ('2026-11-19T20:00:00Z', '2026-11-20T02:00:00Z')]
+        moves.append(dict(moves[0], server_id='id-s2',
+                          updated_at='2026-11-18T02:00:00Z'))
+        snap = b.snapshot(hyps, servers, (), moves)
+        p = planner.Planner(snap, opts.PlannerOptions())
+        refusal, rows = p.explain(snap.find_server('s1'))
+        self.assertEqual('migrated 10.0 h ago, inside its 12 h cooldown '
+                         '(6 h, x 2 for its 2 moves in the last 24 h)',
+                         refusal)
+        verdicts = {r[0]: (r[3], r[4]) for r in rows}
+        self.assertEqual(('rejected', 'it left %s 10.0 h ago, inside the '
+                          '24 h return window (other hypervisors fit it)'
+                          % b.compute_host('hv2')), verdicts['hv2'])
+        self.assertEqual('accepted', verdicts['hv3'][0])
+        refusal, rows = p.explain(snap.find_server('s2'))
+        self.assertIsNone(refusal)
+        self.assertEqual({'accepted'}, {r[3] for r in rows
+                                        if r[0] != 'hv1'})
+
 
 class TestOracleRefuses(unittest.TestCase):
     """The oracle is no rubber stamp: it refuses bad moves and figures."""
@@ -465,6 +491,55 @@ class TestSearchOrder(unittest.TestCase):
             move_cost_gb=move_cost, cpu_compatibility=compatibility)
         with mock.patch.object(search_mod.MoveSearch, '_search', checked):
             planner.make_plan(parse(document), options)
+
+
+class TestMovesThatPay(unittest.TestCase):
+    """A move must take off min_drop of its domain's imbalance, plus
+    min_drop_per_gb a GiB; a domain above the threshold is levelled down
+    to the target."""
+
+    def test_every_move_takes_off_what_it_must(self):
+        # Twelve 16 GiB servers on hv1: its moves take off 13 % to 50 % of
+        # the imbalance, in that order.
+        snap = b.snapshot(*b.three_hosts(hot_servers=12))
+        paid = plan(snap, min_drop=0.1, min_drop_per_gb=0.001)
+        self.assertEqual(7, len(paid.moves))
+        for move in paid.moves:
+            before, after = move.imbalance
+            self.assertGreaterEqual(before - after,
+                                    before * (0.1 + 0.001 * move.ram_gb))
+        # 13.3 % is less than 12 % + 16 x 0.1 %: not even the first.
+        self.assertEqual((), plan(snap, min_drop=0.12,
+                                  min_drop_per_gb=0.001).moves)
+
+    def test_a_domain_held_by_the_drop_says_so(self):
+        hyps, servers = b.three_hosts()
+        result = plan(b.snapshot(hyps, servers), min_drop=0.9)
+        self.assertEqual((), result.moves)
+        [domain] = result.domains
+        self.assertRegex(
+            domain['held'], r'^its best move, hot\d from hv1 to hv\d, would '
+            r'take the imbalance 0\.\d+ -> 0\.\d+ \(\d+\.\d %\), less '
+            r'than the 90\.8 % that moving 16 GiB must \(min_drop 0\.9 \+ '
+            r'min_drop_per_gb 0\.0005 a GiB\)$')
+
+    def test_levelled_down_to_the_target(self):
+        snap = b.snapshot(*b.three_hosts(hot_servers=12))  # imbalance 0.41
+        options = dict(min_drop=0, min_drop_per_gb=0, threshold=0.3)
+        # Each stops at its first move that ends below its target (the
+        # default: 90 % of the threshold).
+        for target, count in ((0.3, 2), (None, 3), (0.1, 6)):
+            result = plan(snap, target=target, **options)
+            figures = [m.imbalance for m in result.moves]
+            self.assertEqual(count, len(figures), target)
+            self.assertLess(figures[-1][1], target or 0.27)
+            self.assertTrue(all(after >= (target or 0.27)
+                                for _, after in figures[:-1]))
+
+    def test_a_target_above_the_threshold_is_refused(self):
+        with self.assertRaisesRegex(
+                opts.OptionsError, 'target 0.1 is above the threshold 0.05'):
+            plan(b.snapshot(*b.three_hosts()), target=0.1)
 
 
 class TestHeldDomains(unittest.TestCase):
