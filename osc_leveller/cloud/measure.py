@@ -52,6 +52,10 @@ class Reading:
     identity: str = None      # the series that placed the targets
     notes: list = dataclasses.field(default_factory=list)
     unreachable: str = None   # set when Prometheus gave no answer at all
+    # The same figures averaged over the lasting period, when asked.
+    lasting: str = ''
+    lasting_hosts: dict = dataclasses.field(default_factory=dict)
+    lasting_servers: dict = dataclasses.field(default_factory=dict)
 
 
 class Reader:
@@ -59,7 +63,8 @@ class Reader:
 
     def __init__(self, client, queries=None, server_queries=None,
                  window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
-                 host_match=hostmatch.METHODS, server_profile='auto'):
+                 host_match=hostmatch.METHODS, server_profile='auto',
+                 lasting=''):
         self.client = client
         self.queries = dict(HOST_QUERIES if queries is None else queries)
         self.server_queries = {m: q for m, q in
@@ -69,6 +74,7 @@ class Reader:
         self.host_pattern = host_pattern
         self.host_match = tuple(host_match)
         self.server_profile = server_profile
+        self.lasting = lasting
 
     def _render(self, template):
         label = ', '.join(['instance', 'job'] + (
@@ -88,10 +94,17 @@ class Reader:
         try:
             matcher = self._match(hypervisors, reading)
             self._hosts(matcher, hypervisors, reading)
+            if self.lasting:
+                self._lasting_hosts(matcher, reading)
             self._servers(matcher, servers, reading)
         except prometheus.Unreachable as exc:
             return Reading(unreachable=str(exc))
         return reading
+
+    def _over(self, promql):
+        """The query averaged over the lasting period (a subquery at
+        Prometheus' default resolution)."""
+        return 'avg_over_time((%s)[%s:])' % (promql, self.lasting)
 
     # ------------------------------------------------------------ hosts
     def _match(self, hypervisors, reading):
@@ -163,6 +176,23 @@ class Reader:
         reading.hosts = {n: v for n, v in values.items() if n not in problems}
         reading.problems = problems
 
+    def _lasting_hosts(self, matcher, reading):
+        """The lasting figures of the hosts read: one series each, in
+        0..1, or none for that figure."""
+        found = collections.defaultdict(dict)
+        for metric, template in self.queries.items():
+            seen = collections.defaultdict(list)
+            for labels, value in self.client.query(
+                    self._over(self._render(template))):
+                name = self._host_of(matcher, labels)
+                if name in reading.hosts:
+                    seen[name].append(_fraction(value))
+            for name, values in seen.items():
+                if len(values) == 1 and values[0] is not None:
+                    found[name][metric] = values[0]
+        reading.lasting = self.lasting
+        reading.lasting_hosts = dict(found)
+
     def _unseen(self, name, metric, matcher, reading):
         if name not in matcher.series:
             if reading.identity is None:
@@ -199,17 +229,27 @@ class Reader:
     def _servers(self, matcher, servers, reading):
         reading.profiles = self._profiles()
         found = collections.defaultdict(list)  # (id, metric): [(where, x)]
+        lasted = collections.defaultdict(list)
         for profile in reading.profiles:
             for metric, template in profile.queries.items():
                 promql = template.format(window=self.window)
-                for labels, value in self.client.query(promql):
-                    uuid = libvirt.server_id(labels, profile)
-                    fraction = _fraction(value)
-                    if uuid and fraction is not None:
-                        found[uuid, metric].append(
-                            (matcher.locate(labels), fraction))
+                for into, query in ((found, promql), (lasted, self._over(
+                        promql) if self.lasting else None)):
+                    for labels, value in self.client.query(query) \
+                            if query else ():
+                        uuid = libvirt.server_id(labels, profile)
+                        fraction = _fraction(value)
+                        if uuid and fraction is not None:
+                            into[uuid, metric].append(
+                                (matcher.locate(labels), fraction))
         if callable(servers):
             servers = servers()
+        # A server's series on the hypervisor Nova has it on: since it
+        # arrived there, what it has kept up.
+        for (uuid, metric), series in sorted(lasted.items()):
+            value = _one(series, servers.get(uuid))
+            if value is not None and uuid in servers:
+                reading.lasting_servers.setdefault(uuid, {})[metric] = value
         moving, unsure = set(), set()
         for (uuid, metric), series in sorted(found.items()):
             if uuid not in servers:
@@ -304,4 +344,5 @@ def reader_from_settings(settings):
                   host_label=settings.get('host_label', 'hostname'),
                   host_pattern=settings.get('host_pattern', r'^([^:]+)'),
                   host_match=settings.get('host_match', hostmatch.METHODS),
-                  server_profile=settings.get('server_profile', 'auto'))
+                  server_profile=settings.get('server_profile', 'auto'),
+                  lasting=settings.get('lasting') or '')

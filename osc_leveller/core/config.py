@@ -31,6 +31,8 @@ CPU_MODEL, CPU_FEATURES = 'model', 'features'
 FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
     'number', 'integer', 'true/false', 'text', 'list', 'choice')
 URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
+DURATION = 'Prometheus duration'
+_DURATION = re.compile(r'([0-9]+(ms|s|m|h|d|w|y))+')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
 # How a node_exporter target is matched to a hypervisor (cloud/hostmatch.py)
@@ -240,6 +242,11 @@ KEYS = (
         help='Retries of a query that got no answer or HTTP 5xx'),
     Key('prometheus.window', TEXT, '5m',
         help='Smoothing window of rate() in the queries ({window})'),
+    Key('prometheus.lasting', DURATION, None,
+        help='Also read each figure averaged over this period (a '
+             'Prometheus duration: 3h), and plan on the load that lasted: '
+             'for each server the lower of now and its average, so a burst '
+             'of the moment moves nothing (empty: off)'),
     Key('prometheus.host_match', LIST, HOST_MATCH, choices=HOST_MATCH,
         help='How a node_exporter target is matched to a hypervisor, tried '
              'in this order: host_label, instance as a host name, instance '
@@ -382,6 +389,8 @@ def check(key, value, where, flag=False):
             raise bad('a regular expression (%s)' % exc) from None
     if key.kind == QUERY and value:
         _query(value, bad)
+    if key.kind == DURATION and value and not _DURATION.fullmatch(value):
+        raise bad('a Prometheus duration such as 3h or 90m')
     return value
 
 

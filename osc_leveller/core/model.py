@@ -117,6 +117,8 @@ class HostMetrics:
     ram: float = None
     cpu_pressure: float = None
     ram_pressure: float = None
+    # The same averaged over the snapshot's lasting period, or None.
+    lasting: 'HostMetrics' = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +195,8 @@ class ServerUsage:
 
     cpu: float = None
     ram: float = None
+    # The same averaged over the snapshot's lasting period, or None.
+    lasting: 'ServerUsage' = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +270,8 @@ class Snapshot:
     migrations: tuple = ()
     taken_at: float = 0.0  # seconds since the epoch
     source: types.MappingProxyType = _empty()
+    # The period the metrics' lasting figures cover ('3h'), or ''.
+    lasting: str = ''
 
     def __post_init__(self):
         by_name = {h.name: h for h in self.hypervisors}

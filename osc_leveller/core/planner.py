@@ -15,6 +15,10 @@ time:
 5. ordering: the moves grouped into waves (plan.Waves), their figures
    recomputed in the order apply runs them.
 
+A snapshot read with lasting figures is planned on the load that lasted
+(core/lasting.py), and a domain above the threshold only for the moment is
+left alone, saying so.
+
 A domain's best candidate is taken only if it pays for itself: it takes
 off at least min_drop of the domain's imbalance, plus min_drop_per_gb for
 each GiB of RAM it copies. Otherwise levelling that domain stops there.
@@ -31,6 +35,7 @@ from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import held
+from osc_leveller.core import lasting
 from osc_leveller.core import objective
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
@@ -44,7 +49,8 @@ TARGET_SHARE = 0.9
 
 class Planner:
     def __init__(self, snapshot, options):
-        self.snapshot = snapshot
+        self.measured = snapshot
+        snapshot = self.snapshot = lasting.view(snapshot)
         self.options = options.validate()
         self.state = state_mod.new_state(snapshot, options.weights)
         self.model = self.state.load_model
@@ -109,10 +115,22 @@ class Planner:
                 self.snapshot, self.state, self.rules, policy.BALANCE, d)
             for d in active if best[d.name] is None and d.name not in
             limited and d.std() >= self.options.threshold}
+        held_back.update(self._momentary(before))
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
                               note=self._note(before, active, moves),
                               held=held_back)
+
+    def _momentary(self, before):
+        """{domain: why}: above the threshold now, not on the load that
+        lasted."""
+        if self.measured is self.snapshot:
+            return {}
+        now = state_mod.new_state(self.measured, self.options.weights)
+        stats = scoring.domain_stats({h: now.score(h) for h in self.scope},
+                                     self.domain_of)
+        return lasting.momentary(stats, before, self.options.threshold,
+                                 self.measured.lasting)
 
     def target(self):
         """The imbalance a domain above the threshold is brought down to."""

@@ -202,6 +202,7 @@ def _build(doc):
         migrations=migrations,
         taken_at=parse_time(doc['taken_at'], 'taken_at'),
         source=model.frozen_mapping(doc.get('source')),
+        lasting=doc.get('lasting') or '',
     )
 
 
@@ -254,8 +255,15 @@ def _hypervisor(data, path):
         cpu_model=cpu.get('model') or '',
         cpu_features=frozenset(cpu.get('features', ())),
         traits=frozenset(data.get('traits', ())),
-        metrics=model.HostMetrics(**metrics) if metrics else None,
+        metrics=_figures(model.HostMetrics, metrics) if metrics else None,
     )
+
+
+def _figures(kind, data):
+    """HostMetrics or ServerUsage from a document's mapping, with its
+    lasting figures."""
+    lasting = data.get('lasting')
+    return kind(**dict(data, lasting=kind(**lasting) if lasting else None))
 
 
 def _fill_usages(hypervisors, servers, raw):
@@ -296,13 +304,18 @@ def _server(data, flavors):
         'resources': resources_ if 'resources' not in data else
         model.frozen_mapping(data['resources']),
         'blockers': tuple(blockers) if blockers else (),
-        'usage': model.make(model.ServerUsage, {
-            'cpu': usage.get('cpu'), 'ram': usage.get('ram')})
-        if usage else _NO_USAGE,
+        'usage': _usage(usage) if usage else _NO_USAGE,
     })
 
 
 _NO_USAGE = model.ServerUsage()
+
+
+def _usage(data):
+    lasting = data.get('lasting')
+    return model.make(model.ServerUsage, {
+        'cpu': data.get('cpu'), 'ram': data.get('ram'),
+        'lasting': _usage(dict(lasting, lasting=None)) if lasting else None})
 
 
 def _flavor(data, flavors):
@@ -356,7 +369,7 @@ def _migration(data, path):
 
 def to_document(snap):
     """The JSON document (format 1) of a Snapshot; parse() reads it back."""
-    return {
+    doc = {
         'format': FORMAT,
         'taken_at': format_time(snap.taken_at),
         'source': dict(snap.source),
@@ -365,6 +378,9 @@ def to_document(snap):
         'server_groups': [_group_doc(g) for g in snap.server_groups],
         'migrations': [_migration_doc(m) for m in snap.migrations],
     }
+    if snap.lasting:
+        doc['lasting'] = snap.lasting
+    return doc
 
 
 def _hypervisor_doc(h):
@@ -391,8 +407,17 @@ def _hypervisor_doc(h):
         'metrics': None,
     }
     if h.metrics is not None:
-        doc['metrics'] = {k: v for k, v in vars(h.metrics).items()
-                          if v is not None}
+        doc['metrics'] = _figures_doc(h.metrics)
+    return doc
+
+
+def _figures_doc(figures):
+    """The known figures of a HostMetrics or ServerUsage, lasting ones
+    nested."""
+    doc = {k: v for k, v in vars(figures).items()
+           if v is not None and k != 'lasting'}
+    if figures.lasting is not None:
+        doc['lasting'] = _figures_doc(figures.lasting)
     return doc
 
 
@@ -413,7 +438,7 @@ def _server_doc(s):
         'blockers': list(s.blockers),
         'usage': None,
     }
-    usage = {k: v for k, v in vars(s.usage).items() if v is not None}
+    usage = _figures_doc(s.usage)
     if usage:
         doc['usage'] = usage
     return doc

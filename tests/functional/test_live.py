@@ -235,6 +235,55 @@ class TestLiveMixed(base.DevcloudTestCase):
                     self.assertAlmostEqual(expected[uuid][m], usage[m],
                                            delta=tolerance[m], msg=what)
 
+    def test_lasting_figures_read_over_the_period(self):
+        # prometheus.lasting: every figure also averaged over the period by
+        # a real Prometheus subquery; the leveller's must lie within the
+        # same subquery read directly before and after it.
+        window = clouds_yaml()['clouds']['devcloud']['leveller'][
+            'prometheus']['window']
+        inovex = libvirt.PROFILES['inovex'].queries
+        over = 'avg_over_time((%s)[1m:])'
+
+        def read():
+            hosts = {m: base.by_hypervisor(over % measure.HOST_QUERIES[
+                m].format(window=window, label='instance, job'))
+                for m in ('cpu', 'ram')}
+            servers = {m: base.by_label(over % q.format(window=window),
+                                        'instance_id')
+                       for m, q in inovex.items()}
+            return hosts, servers
+
+        names = {s['ID'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--status', 'ACTIVE')}
+        base.wait_for(lambda: names <= set(read()[1]['cpu']), 90,
+                      message='a minute of every running server\'s CPU')
+        before = read()
+        with prometheus_settings(lasting='1m') as env, \
+                tempfile.NamedTemporaryFile(suffix='.json') as f:
+            base.openstack('leveller', 'snapshot', '--output-file', f.name,
+                           env=env)
+            with open(f.name) as saved:
+                document = json.load(saved)
+            plan = base.openstack('leveller', 'plan', '--snapshot', f.name,
+                                  parse=False, env=env)
+        after = read()
+        self.assertNotIn('Traceback', plan.stderr)
+        self.assertEqual('1m', document['lasting'])
+        for hyp in document['hypervisors']:
+            lasting = hyp['metrics']['lasting']
+            for m in ('cpu', 'ram'):
+                assert_between(self, lasting[m], (
+                    before[0][m][hyp['name']], after[0][m][hyp['name']]),
+                    0.02, '%s lasting %s' % (hyp['name'], m))
+        for server in document['servers']:
+            if server['id'] not in names:
+                continue
+            lasting = server['usage']['lasting']
+            for m in ('cpu', 'ram'):
+                assert_between(self, lasting[m], (
+                    before[1][m][server['id']], after[1][m][server['id']]),
+                    0.02, '%s lasting %s' % (server['name'], m))
+
     @staticmethod
     def _expected_usage(entry, ram_mib):
         """{cpu, ram} the exporter shows for a scenario server: None when it

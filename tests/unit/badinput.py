@@ -753,6 +753,11 @@ _KIND_VALUES = {
                    ('a placeholder conversion', '"rate(x[{window!z}])"'),
                    ('a placeholder format', '"avg by ({label:d}) (up)"'),
                    ('a number', '5'), ('an alias bomb', bomb())],
+    config.DURATION: [('words', '"3 hours"'), ('no unit', '3'),
+                      ('an upper-case unit', '"3H"'),
+                      ('a negative', '"-3h"'), ('a fraction', '"1.5h"'),
+                      ('a lone surrogate', '"\\ud800"'),
+                      ('an alias bomb', bomb())],
 }
 
 

@@ -455,3 +455,97 @@ class TestCoverage(unittest.TestCase):
         with self.assertRaises(collect.CollectError) as ctx:
             self.fill(client, document([]))
         self.assertIn('rejected the query', str(ctx.exception))
+
+
+class LastingClient(FakeClient):
+    """Answers avg_over_time((Q)[3h:]) from lasting, any other query as
+    FakeClient does."""
+
+    def __init__(self, answers, lasting, names=()):
+        super().__init__(answers, names)
+        self.lasting = FakeClient(lasting)
+
+    def query(self, promql):
+        if promql.startswith('avg_over_time(('):
+            self.asked.append(promql)
+            inner, _, period = promql[len('avg_over_time(('):].rpartition(
+                ')[')
+            if period != '3h:])':
+                raise AssertionError('not over 3h: %s' % promql)
+            return self.lasting.query(inner)
+        return super().query(promql)
+
+
+class TestLasting(unittest.TestCase):
+    """prometheus.lasting: every figure also averaged over the period."""
+
+    def client(self):
+        lv = '10.0.0.11:9177'
+        servers = [('libvirt_domain_info_cpu_time_seconds_total', [
+            (libvirt_sample(lv, 'libvirt_exporter', 'instance-1',
+                            instance_id='s1'), 0.75),
+            (libvirt_sample(lv, 'libvirt_exporter', 'instance-2',
+                            instance_id='s2'), 0.5)])]
+        lasting_servers = [('libvirt_domain_info_cpu_time_seconds_total', [
+            (libvirt_sample(lv, 'libvirt_exporter', 'instance-1',
+                            instance_id='s1'), 0.25),
+            # s2 moved in: its series on the host it left counts not.
+            (libvirt_sample(lv, 'libvirt_exporter', 'instance-2',
+                            instance_id='s2'), 0.5),
+            (libvirt_sample('10.0.0.12:9177', 'libvirt_exporter',
+                            'instance-9', instance_id='s2'), 0.9)])]
+        return LastingClient(
+            node_answers(KOLLA, cpu=[.9, .5, .1]) + servers,
+            node_answers(KOLLA, cpu=[.6, float('nan'), 1.5]) +
+            lasting_servers, names=['libvirt_domain_openstack_info'])
+
+    def test_hosts_and_servers_read_over_the_period(self):
+        client = self.client()
+        reading = read(client, {'s1': 'hv01.example.net',
+                                's2': 'hv01.example.net'}, lasting='3h')
+        self.assertEqual('3h', reading.lasting)
+        # hv02's NaN and hv03's 1.5 are no figures.
+        self.assertEqual({'hv01.example.net': {
+            'cpu': .6, 'ram': .25, 'cpu_pressure': .01, 'ram_pressure': 0.0},
+            'hv02.example.net': {'ram': .25, 'cpu_pressure': .01,
+                                 'ram_pressure': 0.0},
+            'hv03.example.net': {'ram': .25, 'cpu_pressure': .01,
+                                 'ram_pressure': 0.0}},
+            reading.lasting_hosts)
+        self.assertEqual({'s1': {'cpu': .25}, 's2': {'cpu': .5}},
+                         reading.lasting_servers)
+        self.assertEqual({'s1': {'cpu': .75}, 's2': {'cpu': .5}},
+                         reading.servers)
+        # Each query (4 of hosts, 2 of servers) also over the period.
+        lasting = [q for q in client.asked if q.startswith('avg_over_time')]
+        self.assertEqual(6, len(lasting))
+
+    def test_into_the_snapshot(self):
+        reading = read(self.client(), {'s1': 'hv01.example.net',
+                                       's2': 'hv01.example.net'},
+                       lasting='3h')
+        document = {'source': {}, 'hypervisors': [
+            {'name': n} for n in NAMES], 'servers': [
+            {'id': 's1'}, {'id': 's2'}, {'id': 's3'}]}
+        collect.add_metrics(document, reading)
+        self.assertEqual('3h', document['lasting'])
+        self.assertEqual({'cpu': .9, 'ram': .25, 'cpu_pressure': .01,
+                          'ram_pressure': 0.0, 'lasting': {
+                              'cpu': .6, 'ram': .25, 'cpu_pressure': .01,
+                              'ram_pressure': 0.0}},
+                         document['hypervisors'][0]['metrics'])
+        self.assertEqual({'cpu': .75, 'lasting': {'cpu': .25}},
+                         document['servers'][0]['usage'])
+        self.assertNotIn('usage', document['servers'][2])
+
+    def test_not_asked_without_the_setting(self):
+        client = self.client()
+        reading = read(client, {'s1': 'hv01.example.net'})
+        self.assertFalse([q for q in client.asked if 'avg_over_time' in q])
+        self.assertEqual(('', {}, {}), (reading.lasting,
+                                        reading.lasting_hosts,
+                                        reading.lasting_servers))
+        document = {'source': {}, 'hypervisors': [{'name': n} for n in NAMES],
+                    'servers': [{'id': 's1'}]}
+        collect.add_metrics(document, reading)
+        self.assertNotIn('lasting', document)

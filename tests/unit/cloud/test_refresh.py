@@ -118,6 +118,41 @@ class TestRefresh(unittest.TestCase):
         self.assertEqual(comparable(whole.document, {'id-hot0'}),
                          comparable(acts.document, {'id-hot0'}))
 
+    def test_lasting_load_is_read_again_with_the_rest(self):
+        # prometheus.lasting: the re-read of a touched host brings its
+        # figures over the period too, as a whole read would.
+        hosts = {'192.0.2.%d:9100' % (i + 1): 0.1 * i for i in range(1, 5)}
+        guests = {'id-hot0': 0.5, 'id-cool2': 0.25}
+
+        def answer(query):
+            over = 0.5 if query.startswith('avg_over_time((') else 1.0
+            if 'libvirt' in query:
+                return [({'instance': '192.0.2.2:9177', 'domain': 'i-%s' % sid,
+                          'job': 'libvirt', 'instance_id': sid},
+                         value * over) for sid, value in guests.items()]
+            return [({'instance': instance, 'job': 'node'}, value * over)
+                    for instance, value in hosts.items()]
+        with standin.StandIn(cloud(), prometheus=answer, prometheus_names=[
+                'libvirt_domain_openstack_info']) as sim:
+            reader = measure.Reader(prometheus.Client(sim.prometheus_url,
+                                                      retries=0),
+                                    lasting='3h')
+            acts = actions.Actions(sim.connection(), metrics=reader)
+            before = acts.snapshot()
+            hosts['192.0.2.2:9100'] = 0.95
+            guests['id-hot0'] = 0.875
+            with mock.patch.object(refresh, 'MEASURED_MAX_AGE', 0.0):
+                after = acts.snapshot(moves=[move('hot0', 'hv1', 'hv2')])
+            whole = actions.Actions(sim.connection(), metrics=reader)
+            whole.snapshot()
+        self.assertEqual('3h', after.lasting)
+        self.assertEqual(0.05, before.hypervisor('hv1').metrics.lasting.cpu)
+        self.assertEqual(0.475, after.hypervisor('hv1').metrics.lasting.cpu)
+        self.assertEqual(0.4375,
+                         after.server('id-hot0').usage.lasting.cpu)
+        self.assertEqual(comparable(whole.document, {'id-hot0'}),
+                         comparable(acts.document, {'id-hot0'}))
+
     def test_a_targeted_answer_of_the_wrong_shape_is_an_error(self):
         # Items that are not objects: one clear error naming the read,
         # never a traceback from joining it.

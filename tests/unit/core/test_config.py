@@ -73,6 +73,16 @@ class TestFlatten(unittest.TestCase):
                           'placeholders are {window} and {label}, not '
                           + shown, str(ctx.exception))
 
+    def test_lasting_is_a_prometheus_duration(self):
+        for good in ('3h', '90m', '1h30m', '1d'):
+            self.assertEqual({'prometheus.lasting': good}, config.flatten(
+                {'prometheus': {'lasting': good}}, 'f.yaml'))
+        for bad in ('3 hours', '3H', '-3h', 'h', '3h ', '3.5h'):
+            with self.assertRaisesRegex(
+                    config.ConfigError, r'^f\.yaml: prometheus\.lasting: '
+                    r'must be a Prometheus duration such as 3h or 90m '):
+                config.flatten({'prometheus': {'lasting': bad}}, 'f.yaml')
+
     def test_a_malformed_url_is_refused_and_masked(self):
         for url in ('http://ops:s3cret@[::1', 'http://[::1:9090'):
             with self.assertRaises(config.ConfigError) as ctx:

@@ -541,6 +541,76 @@ class TestStaleMoves(ExecutorTest):
         self.assertIn('no longer evens out the load', results[0].reason)
 
 
+class LastingNova(FakeNova):
+    """Snapshots with prometheus.lasting figures: each hypervisor's
+    metrics and each server's usage carry lasting ones, from lasting
+    ({name: (now, lasting)} of cpu; RAM steady)."""
+
+    def __init__(self, hyps, servers, lasting):
+        super().__init__(hyps, servers)
+        self.lasting = lasting
+
+    def snapshot(self, moves=None):
+        self.snapshots += 1
+        self.around.append(moves)
+        doc = b.document(self.hyps, list(self.servers.values()),
+                         migrations=self.migrations)
+        doc['lasting'] = '3h'
+        threads = {h['name']: h['inventories']['VCPU']['total']
+                   for h in doc['hypervisors']}
+        load = dict.fromkeys(threads, [0.0, 0.0])
+        for server in doc['servers']:
+            now, then = self.lasting[server['name']]
+            server['usage'] = {'cpu': now, 'ram': 0.5,
+                               'lasting': {'cpu': then, 'ram': 0.5}}
+            vcpus = server['flavor']['vcpus']
+            here = load[server['hypervisor']]
+            load[server['hypervisor']] = [here[0] + now * vcpus,
+                                          here[1] + then * vcpus]
+        for hyp in doc['hypervisors']:
+            now, then = (min(1.0, x / threads[hyp['name']])
+                         for x in load[hyp['name']])
+            hyp['metrics'] = {'cpu': now, 'ram': 0.2, 'lasting': {
+                'cpu': then, 'ram': 0.2}}
+        return snapshot_io.parse(doc)
+
+
+class TestLastingLoad(ExecutorTest):
+    """With lasting figures, a move is checked on the load that lasted,
+    the load it was planned on."""
+
+    def setUp(self):
+        hyps = [b.hypervisor('hv%d' % i, vcpus=16) for i in (1, 2, 3)]
+        servers = [b.server('steady%d' % i, 'hv1', vcpus=4, ram_gb=8)
+                   for i in range(3)]
+        servers.append(b.server('burst', 'hv2', vcpus=16, ram_gb=8))
+        lasting = {'steady%d' % i: (0.9, 0.9) for i in range(3)}
+        lasting['burst'] = (0.1, 0.1)
+        self.nova = LastingNova(hyps, servers, lasting)
+        self.planner_options = opts.PlannerOptions(now=NOW)
+        self.plan = planner.make_plan(self.nova.snapshot(),
+                                      self.planner_options)
+        self.journal, self.progress = [], []
+
+    def burst_where_it_goes(self, lasted):
+        """The first move, run with the burst server on its destination
+        at 100 % of 16 threads now and lasted over the period."""
+        first = self.plan.moves[0]
+        self.assertEqual('hv1', first.source)
+        self.nova.servers['id-burst']['hypervisor'] = first.destination
+        self.nova.lasting['burst'] = (1.0, lasted)
+        return self.run_plan(moves=[first])
+
+    def test_a_burst_of_the_moment_does_not_stop_the_move(self):
+        results = self.burst_where_it_goes(0.1)
+        self.assertEqual([executor.DONE], self.statuses(results))
+
+    def test_a_load_that_lasted_does(self):
+        results = self.burst_where_it_goes(1.0)
+        self.assertEqual([executor.SKIPPED], self.statuses(results))
+        self.assertIn('no longer evens out the load', results[0].reason)
+
+
 class TestExchanges(ExecutorTest):
     """Exchange 1: small0 hv2 -> hv3, park0 hv3 -> hv2. Exchange 2: big0
     parks on hv3, small1 hv2 -> hv1, big0 hv3 -> hv2."""
