@@ -166,8 +166,13 @@ class World:
             'migrations': [migration(n, m) for n, m in enumerate(history)]})
         return document
 
-    def snapshot(self, step, placement, history=()):
-        return snapshot_io.parse(self.document(step, placement, history),
+    def snapshot(self, step, placement, history=(), seen=None):
+        """The snapshot a run at step reads; seen: the documents of the
+        steps before it, [(hours, document)], for the load that lasted."""
+        document = self.document(step, placement, history)
+        if seen:
+            add_lasting(document, seen)
+        return snapshot_io.parse(document,
                                  origin='cron replay step %d' % step)
 
     def measure(self, step, placement):
@@ -177,6 +182,33 @@ class World:
                        sum(r > 1.0 for r in ratios),
                        sum(max(0.0, asked[h] - self.threads[h])
                            for h in asked), max(ratios))
+
+
+def add_lasting(document, seen):
+    """Give document the lasting figures Prometheus' avg_over_time
+    would: each figure's mean over the documents seen before it and
+    itself, each with the placement of its own time. seen: [(hours,
+    document)], the period first."""
+    hours, earlier = seen
+    docs = earlier + [document]
+
+    def mean(items, field):
+        values = [i[field] for i in items if i and i.get(field) is not None]
+        return round(statistics.mean(values), 6) if values else None
+
+    for path in ('hypervisors', 'servers'):
+        key = 'metrics' if path == 'hypervisors' else 'usage'
+        by_id = [{x.get('id') or x['name']: x.get(key) for x in d[path]}
+                 for d in docs]
+        for item in document[path]:
+            figures = item.get(key)
+            if not figures:
+                continue
+            ident = item.get('id') or item['name']
+            past = [b.get(ident) for b in by_id]
+            figures['lasting'] = {f: mean(past, f) for f in figures
+                                  if f != 'lasting'}
+    document['lasting'] = '%gh' % hours
 
 
 def fair_share(servers, threads):
@@ -275,12 +307,13 @@ def levelled(world, cooldown_hours=6.0):
 
 
 def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
-           progress=None, options=None):
+           progress=None, options=None, lasting_hours=0):
     """The Replay of cron running apply --batch batch every interval.
 
     batch: moves (units) a run does, None for all; none: {step: Measure}
     with no action, shared between replays of one world; options:
-    PlannerOptions fields beyond the defaults and the cooldown.
+    PlannerOptions fields beyond the defaults and the cooldown;
+    lasting_hours: give the snapshots lasting figures over this period.
     """
     options = opts.PlannerOptions(cooldown_hours=cooldown_hours,
                                   **(options or {}))
@@ -288,11 +321,24 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
     placement = {s['id']: s['host'] for s in world.cluster['servers']}
     initial = dict(placement)
     history, runs = [], []
+    seen = {}  # step -> the document a run read then, without history
+    window = int(round(lasting_hours * HOUR / world.step_s))
     for step in range(0, world.series['steps'] - interval_steps,
                       interval_steps):
         now = world.time(step)
         started = time.perf_counter()
-        snap = world.snapshot(step, placement, history)
+        earlier = None
+        if window:
+            # What Prometheus kept: each step's figures with the placement
+            # of that step (the steps between runs with the one after it).
+            for j in range(max(0, step - window + 1), step):
+                if j not in seen:
+                    seen[j] = world.document(j, placement)
+            earlier = (lasting_hours, [seen[j] for j in range(
+                max(0, step - window + 1), step)])
+        snap = world.snapshot(step, placement, history, earlier)
+        if window:
+            seen[step] = world.document(step, placement)
         built = time.perf_counter()
         plan = planner.make_plan(snap, options)
         planned = time.perf_counter()
@@ -472,6 +518,10 @@ def main(argv=None):
                         metavar='FIELD=VALUE', type=option_arg,
                         help='a PlannerOptions field beyond the defaults '
                         '(this checkout only); repeat for several')
+    parser.add_argument('--lasting-hours', type=float, default=0,
+                        help='snapshots carry each figure\'s average over '
+                        'this many hours too, as prometheus.lasting reads '
+                        'them (this checkout only)')
     parser.add_argument('--previous', metavar='DIR',
                         help='also replay with the osc_leveller of this '
                         'checkout, on the same cluster and series, as rows '
@@ -504,7 +554,8 @@ def main(argv=None):
             began = time.perf_counter()
             result = replay(world, batch, int(steps), args.cooldown, none,
                             progress=_progress(batch, interval),
-                            options=dict(args.option))
+                            options=dict(args.option),
+                            lasting_hours=args.lasting_hours)
             rows.append({
                 'version': 'this',
                 'batch': ALL if batch is None else batch,
@@ -532,6 +583,7 @@ def main(argv=None):
         'settled_hours': args.settled_hours,
         'options': 'PlannerOptions() defaults, cooldown as above',
         'options_this': dict(args.option),
+        'lasting_hours_this': args.lasting_hours,
         'wall_s': round(time.perf_counter() - started, 1),
         'rows': previous + rows}
     print(table(result['rows'], 'summary'))
