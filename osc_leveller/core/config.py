@@ -109,22 +109,28 @@ KEYS = (
         flag=Flag('--target', 'Once a domain is above the threshold, plan '
                   'until its imbalance is below this (default: 90 % of the '
                   'threshold)', '<imbalance>')),
-    Key('min_drop', FLOAT, 0.01, minimum=0, maximum=1, option='min_drop',
-        help='Least part of its domain\'s imbalance a move must take off '
-             '(0.01: 1 %), plus min_drop_per_gb for each GiB it copies',
+    Key('min_drop', FLOAT, 0.05, minimum=0, maximum=1, option='min_drop',
+        help='Least part of its domain\'s imbalance a move must take off, '
+             'plus min_drop_per_gb for each GiB it copies, both times 2 / '
+             'the number of hypervisors in the domain (a domain of n levels '
+             'in about n / 2 moves): 0.05 asks 1 % in a domain of 10',
         flag=Flag('--min-drop', 'Plan a move only if it lowers its '
-                  'domain\'s imbalance by at least this part of it (0.01: '
-                  '1 %), plus --min-drop-per-gb for each GiB of RAM it '
-                  'copies (default {default})', '<fraction>')),
-    Key('min_drop_per_gb', FLOAT, 0.0005, minimum=0, maximum=1,
+                  'domain\'s imbalance by at least this part of it, plus '
+                  '--min-drop-per-gb for each GiB of RAM it copies, both '
+                  'times 2 / the number of hypervisors in the domain: 0.05 '
+                  'asks 1 % in a domain of 10 (default {default})',
+                  '<fraction>')),
+    Key('min_drop_per_gb', FLOAT, 0.0025, minimum=0, maximum=1,
         option='min_drop_per_gb',
         help='Part of its domain\'s imbalance a move must take off beyond '
-             'min_drop, for each GiB of RAM it copies (0.0005: 1.6 % more '
-             'for a 32 GiB server)',
+             'min_drop for each GiB of RAM it copies, times 2 / the number '
+             'of hypervisors in the domain (0.0025: 1.6 % more for a 32 '
+             'GiB server in a domain of 10)',
         flag=Flag('--min-drop-per-gb', 'Part of its domain\'s imbalance a '
-                  'move must take off beyond --min-drop, for each GiB of RAM '
-                  'it copies (0.0005: 1.6 % more for a 32 GiB server; '
-                  'default {default})', '<fraction>')),
+                  'move must take off beyond --min-drop for each GiB of RAM '
+                  'it copies, times 2 / the number of hypervisors in the '
+                  'domain (0.0025: 1.6 % more for a 32 GiB server in a '
+                  'domain of 10; default {default})', '<fraction>')),
     Key('min_gain', FLOAT, 0.0005, minimum=0, option='min_gain',
         help='Least drop of the sum of squared score deviations a move '
              'must bring',

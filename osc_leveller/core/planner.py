@@ -21,7 +21,9 @@ left alone, saying so.
 
 A domain's best candidate is taken only if it pays for itself: it takes
 off at least min_drop of the domain's imbalance, plus min_drop_per_gb for
-each GiB of RAM it copies. Otherwise levelling that domain stops there.
+each GiB of RAM it copies, both times 2 / n for a domain of n hypervisors:
+a move evens out two of them, so in a large domain each takes off a small
+part. Otherwise levelling that domain stops there.
 
 Each step takes, across domains, the best candidate and applies it to the
 state, so every intermediate state passes every filter; only the domain a
@@ -141,7 +143,7 @@ class Planner:
     def _unpaid(self, domain, found):
         """Why a candidate does not pay for itself, or None: it must take
         off min_drop of the domain's imbalance plus min_drop_per_gb for each
-        GiB it copies."""
+        GiB it copies, times 2 / the domain's hypervisors."""
         options = self.options
         if not options.min_drop and not options.min_drop_per_gb:
             return None
@@ -168,15 +170,17 @@ class Planner:
                 self.snapshot.server(a).label, src,
                 self.snapshot.server(b).label, dst)
         gib = sum(self.snapshot.server(sid).ram_gb for sid in ids)
-        share = options.min_drop + options.min_drop_per_gb * gib
+        n = len(domain.hosts)
+        share = (options.min_drop + options.min_drop_per_gb * gib) * 2 / n
         if before > 0 and before - after >= before * share:
             return None
         return ('its best move, %s, would take the imbalance %.3f -> %.3f '
                 '(%.1f %%), less than the %.1f %% that moving %g GiB must '
-                '(min_drop %g + min_drop_per_gb %g a GiB)' % (
+                '(min_drop %g + min_drop_per_gb %g a GiB, x 2 / %d '
+                'hypervisors)' % (
                     what, before, after, 100 * (before - after) / before
                     if before else 0.0, 100 * share, round(gib, 1),
-                    options.min_drop, options.min_drop_per_gb))
+                    options.min_drop, options.min_drop_per_gb, n))
 
     def _best(self, domain):
         """The best candidate of a domain: a single move, else an

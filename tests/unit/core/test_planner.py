@@ -168,7 +168,8 @@ class TestPlanner(unittest.TestCase):
         servers = [b.server('big', 'hv1', vcpus=16, ram_gb=32, cpu=1.0),
                    b.server('filler', 'hv2', vcpus=1, ram_gb=110, cpu=0.0)]
         doc = b.document(hyps, servers)
-        result = plan(parse(doc))
+        result = plan(parse(doc), min_drop=0,  # 5.5 % for 32 GiB
+                      min_drop_per_gb=0)
         self.assertEqual(1, len(result.moves))
         self.assertEqual('hv3', result.moves[0].destination)
         self.assertIn('hv2 refused: MEMORY_MB full', result.moves[0].reason)
@@ -495,21 +496,23 @@ class TestSearchOrder(unittest.TestCase):
 
 class TestMovesThatPay(unittest.TestCase):
     """A move must take off min_drop of its domain's imbalance, plus
-    min_drop_per_gb a GiB; a domain above the threshold is levelled down
+    min_drop_per_gb a GiB, times 2 / its hypervisors; a domain above the
+    threshold is levelled down
     to the target."""
 
     def test_every_move_takes_off_what_it_must(self):
         # Twelve 16 GiB servers on hv1: its moves take off 13 % to 50 % of
         # the imbalance, in that order.
         snap = b.snapshot(*b.three_hosts(hot_servers=12))
-        paid = plan(snap, min_drop=0.1, min_drop_per_gb=0.001)
+        paid = plan(snap, min_drop=0.15, min_drop_per_gb=0.001)
         self.assertEqual(7, len(paid.moves))
         for move in paid.moves:
             before, after = move.imbalance
-            self.assertGreaterEqual(before - after,
-                                    before * (0.1 + 0.001 * move.ram_gb))
-        # 13.3 % is less than 12 % + 16 x 0.1 %: not even the first.
-        self.assertEqual((), plan(snap, min_drop=0.12,
+            self.assertGreaterEqual(before - after, before * (
+                0.15 + 0.001 * move.ram_gb) * 2 / 3)
+        # 13.3 % is less than (19 % + 16 x 0.1 %) x 2 / 3 hypervisors: not
+        # even the first.
+        self.assertEqual((), plan(snap, min_drop=0.19,
                                   min_drop_per_gb=0.001).moves)
 
     def test_a_domain_held_by_the_drop_says_so(self):
@@ -520,8 +523,8 @@ class TestMovesThatPay(unittest.TestCase):
         self.assertRegex(
             domain['held'], r'^its best move, hot\d from hv1 to hv\d, would '
             r'take the imbalance 0\.\d+ -> 0\.\d+ \(\d+\.\d %\), less '
-            r'than the 90\.8 % that moving 16 GiB must \(min_drop 0\.9 \+ '
-            r'min_drop_per_gb 0\.0005 a GiB\)$')
+            r'than the 62\.7 % that moving 16 GiB must \(min_drop 0\.9 \+ '
+            r'min_drop_per_gb 0\.0025 a GiB, x 2 / 3 hypervisors\)$')
 
     def test_levelled_down_to_the_target(self):
         snap = b.snapshot(*b.three_hosts(hot_servers=12))  # imbalance 0.41
