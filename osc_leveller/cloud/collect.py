@@ -456,14 +456,10 @@ class Measuring:
 def add_metrics(document, reading):
     """Measured load into the document; its Coverage says what falls back."""
     for hyp in document['hypervisors']:
-        hyp['metrics'] = with_lasting(
-            reading.hosts.get(hyp['name']),
-            reading.lasting_hosts.get(hyp['name']))
+        hyp['metrics'] = reading.host(hyp['name'])
     for server in document['servers']:
         if server['id'] in reading.servers:
-            server['usage'] = with_lasting(
-                reading.servers[server['id']],
-                reading.lasting_servers.get(server['id']))
+            server['usage'] = reading.server(server['id'])
     if reading.lasting_hosts or reading.lasting_servers:
         document['lasting'] = reading.lasting
     found = coverage.build(document, reading)
@@ -479,10 +475,3 @@ def add_metrics(document, reading):
     if notes:
         document['source']['note'] = '; '.join(notes)
     return found
-
-
-def with_lasting(figures, lasting):
-    """Measured figures with their lasting ones, if any, nested."""
-    if not figures or not lasting:
-        return figures
-    return dict(figures, lasting=lasting)

@@ -57,6 +57,22 @@ class Reading:
     lasting_hosts: dict = dataclasses.field(default_factory=dict)
     lasting_servers: dict = dataclasses.field(default_factory=dict)
 
+    def host(self, name):
+        """A host's figures as a snapshot writes them (lasting ones
+        nested), or None."""
+        return _nested(self.hosts.get(name), self.lasting_hosts.get(name))
+
+    def server(self, server_id):
+        """A server's figures as a snapshot writes them, or None."""
+        return _nested(self.servers.get(server_id),
+                       self.lasting_servers.get(server_id))
+
+
+def _nested(figures, lasting):
+    if not figures or not lasting:
+        return figures
+    return dict(figures, lasting=lasting)
+
 
 class Reader:
     """Reads host and server load for the given hypervisors."""
@@ -233,10 +249,11 @@ class Reader:
         for profile in reading.profiles:
             for metric, template in profile.queries.items():
                 promql = template.format(window=self.window)
-                for into, query in ((found, promql), (lasted, self._over(
-                        promql) if self.lasting else None)):
-                    for labels, value in self.client.query(query) \
-                            if query else ():
+                asked = [(found, promql)]
+                if self.lasting:
+                    asked.append((lasted, self._over(promql)))
+                for into, query in asked:
+                    for labels, value in self.client.query(query):
                         uuid = libvirt.server_id(labels, profile)
                         fraction = _fraction(value)
                         if uuid and fraction is not None:

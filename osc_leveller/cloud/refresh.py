@@ -171,18 +171,14 @@ def _measure(document, collector, names):
         except prometheus.PrometheusError as exc:
             raise collect.CollectError(str(exc)) from exc
     document['hypervisors'] = [
-        dict(h, metrics=collect.with_lasting(
-            reading.hosts.get(h['name']),
-            reading.lasting_hosts.get(h['name'])))
-        if h['name'] in names else h for h in document['hypervisors']]
+        dict(h, metrics=reading.host(h['name'])) if h['name'] in names
+        else h for h in document['hypervisors']]
     servers = []
     for server in document['servers']:
         if server['hypervisor'] in names:
             server = {k: v for k, v in server.items() if k != 'usage'}
             if server['id'] in reading.servers:
-                server['usage'] = collect.with_lasting(
-                    reading.servers[server['id']],
-                    reading.lasting_servers.get(server['id']))
+                server['usage'] = reading.server(server['id'])
         servers.append(server)
     document['servers'] = servers
 
