@@ -68,8 +68,10 @@ class Planner:
             h: scoring.domain_of(snapshot.hypervisor(h), self.by_model)
             for h in self.scope}
 
-    def stats(self):
-        scores = {h: self.state.score(h) for h in self.scope}
+    def stats(self, state=None):
+        """The DomainStats of the planned state, or of state."""
+        state = state or self.state
+        scores = {h: state.score(h) for h in self.scope}
         return scoring.domain_stats(scores, self.domain_of)
 
     def plan(self):
@@ -128,10 +130,9 @@ class Planner:
         lasted."""
         if self.measured is self.snapshot:
             return {}
-        now = state_mod.new_state(self.measured, self.options.weights)
-        stats = scoring.domain_stats({h: now.score(h) for h in self.scope},
-                                     self.domain_of)
-        return lasting.momentary(stats, before, self.options.threshold,
+        now = self.stats(state_mod.new_state(self.measured,
+                                             self.options.weights))
+        return lasting.momentary(now, before, self.options.threshold,
                                  self.measured.lasting)
 
     def target(self):

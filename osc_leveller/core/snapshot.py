@@ -255,15 +255,15 @@ def _hypervisor(data, path):
         cpu_model=cpu.get('model') or '',
         cpu_features=frozenset(cpu.get('features', ())),
         traits=frozenset(data.get('traits', ())),
-        metrics=_figures(model.HostMetrics, metrics) if metrics else None,
+        metrics=_metrics(metrics) if metrics else None,
     )
 
 
-def _figures(kind, data):
-    """HostMetrics or ServerUsage from a document's mapping, with its
-    lasting figures."""
+def _metrics(data):
+    """HostMetrics from a document's mapping, with its lasting ones."""
     lasting = data.get('lasting')
-    return kind(**dict(data, lasting=kind(**lasting) if lasting else None))
+    return model.HostMetrics(**dict(
+        data, lasting=model.HostMetrics(**lasting) if lasting else None))
 
 
 def _fill_usages(hypervisors, servers, raw):
