@@ -166,12 +166,11 @@ class World:
             'migrations': [migration(n, m) for n, m in enumerate(history)]})
         return document
 
-    def snapshot(self, step, placement, history=(), seen=None):
-        """The snapshot a run at step reads; seen: the documents of the
-        steps before it, [(hours, document)], for the load that lasted."""
-        document = self.document(step, placement, history)
-        if seen:
-            add_lasting(document, seen)
+    def snapshot(self, step, placement, history=()):
+        """The snapshot a run at step reads."""
+        return self.read(self.document(step, placement, history), step)
+
+    def read(self, document, step):
         return snapshot_io.parse(document,
                                  origin='cron replay step %d' % step)
 
@@ -184,31 +183,31 @@ class World:
                            for h in asked), max(ratios))
 
 
-def add_lasting(document, seen):
-    """Give document the lasting figures Prometheus' avg_over_time
-    would: each figure's mean over the documents seen before it and
-    itself, each with the placement of its own time. seen: [(hours,
-    document)], the period first."""
-    hours, earlier = seen
+def with_lasting(document, hours, earlier):
+    """The document with the lasting figures Prometheus' avg_over_time
+    gives over the last hours: each figure's mean over the earlier
+    documents and this one, each with the placement of its own time. The
+    documents are left as they are."""
     docs = earlier + [document]
 
     def mean(items, field):
         values = [i[field] for i in items if i and i.get(field) is not None]
         return round(statistics.mean(values), 6) if values else None
 
-    for path in ('hypervisors', 'servers'):
-        key = 'metrics' if path == 'hypervisors' else 'usage'
+    result = dict(document, lasting='%gh' % hours)
+    for path, key in (('hypervisors', 'metrics'), ('servers', 'usage')):
         by_id = [{x.get('id') or x['name']: x.get(key) for x in d[path]}
                  for d in docs]
+        items = []
         for item in document[path]:
             figures = item.get(key)
-            if not figures:
-                continue
-            ident = item.get('id') or item['name']
-            past = [b.get(ident) for b in by_id]
-            figures['lasting'] = {f: mean(past, f) for f in figures
-                                  if f != 'lasting'}
-    document['lasting'] = '%gh' % hours
+            if figures:
+                past = [b.get(item.get('id') or item['name']) for b in by_id]
+                item = dict(item, **{key: dict(figures, lasting={
+                    f: mean(past, f) for f in figures})})
+            items.append(item)
+        result[path] = items
+    return result
 
 
 def fair_share(servers, threads):
@@ -321,24 +320,24 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
     placement = {s['id']: s['host'] for s in world.cluster['servers']}
     initial = dict(placement)
     history, runs = [], []
-    seen = {}  # step -> the document a run read then, without history
+    seen = {}  # step -> the document a run read then
     window = int(round(lasting_hours * HOUR / world.step_s))
     for step in range(0, world.series['steps'] - interval_steps,
                       interval_steps):
         now = world.time(step)
         started = time.perf_counter()
-        earlier = None
+        document = world.document(step, placement, history)
         if window:
             # What Prometheus kept: each step's figures with the placement
             # of that step (the steps between runs with the one after it).
-            for j in range(max(0, step - window + 1), step):
+            earlier = range(max(0, step - window + 1), step)
+            for j in earlier:
                 if j not in seen:
                     seen[j] = world.document(j, placement)
-            earlier = (lasting_hours, [seen[j] for j in range(
-                max(0, step - window + 1), step)])
-        snap = world.snapshot(step, placement, history, earlier)
-        if window:
-            seen[step] = world.document(step, placement)
+            seen[step] = document
+            document = with_lasting(document, lasting_hours,
+                                    [seen[j] for j in earlier])
+        snap = world.read(document, step)
         built = time.perf_counter()
         plan = planner.make_plan(snap, options)
         planned = time.perf_counter()
