@@ -18,6 +18,7 @@ import collections
 import dataclasses
 
 from osc_leveller.core import model
+from osc_leveller.core import scoring
 
 
 def view(snap):
@@ -34,9 +35,8 @@ def view(snap):
             lasted = _least(usage)
             gone = passed[server.hypervisor]
             if usage.cpu is not None:
-                gone[0] += (usage.cpu - lasted.cpu) * (
-                    server.resources.get(model.VCPU, 0)
-                    + server.resources.get(model.PCPU, 0))
+                gone[0] += (usage.cpu - lasted.cpu) * \
+                    scoring.cpu_allocated(server.resources)
             if usage.ram is not None:
                 gone[1] += (usage.ram - lasted.ram) * \
                     server.resources.get(model.MEMORY_MB, 0)

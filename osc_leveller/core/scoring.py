@@ -35,7 +35,8 @@ def domain_of(hypervisor, by_cpu_model=True):
     return '%s/%s' % (hypervisor.availability_zone or 'no-az', cpu)
 
 
-def _cpu_allocated(resources):
+def cpu_allocated(resources):
+    """VCPU plus PCPU of a usage or allocation."""
     return resources.get(model.VCPU, 0) + resources.get(model.PCPU, 0)
 
 
@@ -119,7 +120,7 @@ class LoadModel:
         total = w['cpu'] + w['ram']
         return HostModel(
             ALLOCATIONS, cpu_size, ram_size,
-            float(_cpu_allocated(hyp.usages)),
+            float(cpu_allocated(hyp.usages)),
             float(hyp.usage(model.MEMORY_MB)),
             cpu_coef=w['cpu'] / (total * cpu_size),
             ram_coef=w['ram'] / (total * ram_size))
@@ -132,12 +133,12 @@ class LoadModel:
         on_host = snapshot.servers_on(hyp_name)
         cpu_per_vcpu = ram_per_mb = 0.0
         if host.mode == METRICS:
-            vcpus = sum(_cpu_allocated(s.resources) for s in on_host)
+            vcpus = sum(cpu_allocated(s.resources) for s in on_host)
             ram = sum(s.resources.get(model.MEMORY_MB, 0) for s in on_host)
             cpu_per_vcpu = min(1.0, host.cpu_load / vcpus) if vcpus else 0
             ram_per_mb = min(1.0, host.ram_load / ram) if ram else 0
         for s in on_host:
-            vcpus = _cpu_allocated(s.resources)
+            vcpus = cpu_allocated(s.resources)
             ram = s.resources.get(model.MEMORY_MB, 0)
             cpu = s.usage.cpu if s.usage.cpu is not None else cpu_per_vcpu
             mem = s.usage.ram if s.usage.ram is not None else ram_per_mb
