@@ -24,9 +24,11 @@ class Row:
     matched: int        # of them, with any series of their own
     cpu_series: int     # of them, with their own CPU series
     ram_series: int     # of them, with their own RAM series
+    steal_series: int = 0  # of them, with their own CPU steal series
 
     def series(self, metric):
-        return self.cpu_series if metric == 'cpu' else self.ram_series
+        return {'cpu': self.cpu_series, 'ram': self.ram_series,
+                'cpu_steal': self.steal_series}[metric]
 
 
 @dataclasses.dataclass
@@ -60,6 +62,13 @@ class Coverage:
             return None
         return '; '.join('%s: %s' % (p.exporter, p.missing)
                          for p in self.profiles if p.missing) or None
+
+    def steal_missing(self):
+        """Why no profile measures server CPU steal, or None."""
+        if any('cpu_steal' in p.queries for p in self.profiles):
+            return None
+        return '; '.join('%s: %s' % (p.exporter, p.no_steal)
+                         for p in self.profiles if p.no_steal) or None
 
     def summary(self):
         """One line when anything falls back, else None."""
@@ -109,7 +118,8 @@ def build(document, reading):
                 for m in ('cpu_pressure', 'ram_pressure')),
             servers=len(servers), matched=sum(bool(u) for u in usage),
             cpu_series=sum(u.get('cpu') is not None for u in usage),
-            ram_series=sum(u.get('ram') is not None for u in usage)))
+            ram_series=sum(u.get('ram') is not None for u in usage),
+            steal_series=sum(u.get('cpu_steal') is not None for u in usage)))
     return Coverage(rows=rows, profiles=list(reading.profiles),
                     identity=reading.identity, notes=list(reading.notes),
                     info=list(reading.info), unreachable=reading.unreachable)

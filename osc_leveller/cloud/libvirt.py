@@ -20,6 +20,12 @@ RAM is the resident set the host holds for the server (what a migration
 frees on the source), clamped to the server's size because it includes
 QEMU's own overhead; else in-guest use from the balloon driver. Never the
 balloon size: that is the allocation, about 100 % on every server.
+
+CPU steal is the time a server's vCPUs were ready to run but waited for a
+host CPU (libvirt's ``vcpu.<n>.delay``): inovex and Tinkoff export it as
+``libvirt_domain_vcpu_delay_seconds_total``, kumina and vexxhost do not.
+CPU time plus steal is what the server asked for, which is how a host whose
+servers want more than its threads shows above 100 %.
 """
 
 import dataclasses
@@ -42,6 +48,14 @@ def _cpu(select='', keep=''):
             '/ %s%s libvirt_domain_info_virtual_cpus' % (select, _ON, keep))
 
 
+# Time runnable vCPUs waited for a host CPU (libvirt's vcpu.<n>.delay, the
+# guest's steal time), per second per vCPU: what the server asked for
+# beyond what it got. The delay series has a vcpu label; summed away.
+_STEAL = ('sum by (instance, job, domain) '
+          '(rate(libvirt_domain_vcpu_delay_seconds_total[{window}])) '
+          '/ %s libvirt_domain_info_virtual_cpus' % _ON)
+
+
 def _with_id(expression, info, label):
     """The expression with the server id label joined from an info series."""
     return '(%s) * %s group_left (%s) %s' % (expression, _ON, label, info)
@@ -55,6 +69,7 @@ class Profile:
     id_label: str      # the label that holds the Nova server id
     queries: dict      # metric -> PromQL with {window}
     missing: str = ''  # why a metric has no query, for the coverage report
+    no_steal: str = ''  # why it has no steal query, likewise
 
 
 def _joined(name, exporter, info, id_label):
@@ -63,9 +78,11 @@ def _joined(name, exporter, info, id_label):
     return Profile(name, exporter, info, id_label, {
         'cpu': _with_id(_cpu(), info, id_label),
         'ram': _with_id('%s or %s' % (_RESIDENT, _IN_GUEST), info, id_label),
+        'cpu_steal': _with_id(_STEAL, info, id_label),
     })
 
 
+_NO_DELAY = 'the exporter reports no vCPU delay (steal time)'
 PROFILES = {p.name: p for p in (
     _joined('inovex', 'inovex prometheus-libvirt-exporter',
             'libvirt_domain_openstack_info', 'instance_id'),
@@ -75,7 +92,8 @@ PROFILES = {p.name: p for p in (
         'kumina', 'kumina libvirt_exporter',
         'libvirt_domain_info_cpu_time_seconds_total', 'uuid', {
             'cpu': _cpu('{{uuid!=""}}', keep=' group_left ()'),
-        }, missing='the exporter reports no resident or in-guest memory'),
+        }, missing='the exporter reports no resident or in-guest memory',
+        no_steal=_NO_DELAY),
     Profile(
         'vexxhost', 'vexxhost libvirtd_exporter',
         'libvirtd_domain_cpu_time', 'uuid', {
@@ -88,7 +106,7 @@ PROFILES = {p.name: p for p in (
                    'on (instance, job, uuid) libvirtd_domain_balloon_usable) '
                    '/ on (instance, job, uuid) '
                    '(libvirtd_domain_balloon_available > 0)',
-        }),
+        }, no_steal=_NO_DELAY),
 )}
 # Tried in this order; kumina's marker is also inovex's and Tinkoff's CPU
 # series, so it counts only when its series carry a uuid.

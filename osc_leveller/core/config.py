@@ -283,8 +283,8 @@ KEYS = (
 ) + tuple(
     Key('prometheus.server_queries.' + m, QUERY, None,
         help='PromQL for server %s, by label uuid or instance_id '
-             '(replaces server_profile)' % m)
-    for m in ('cpu', 'ram')
+             '(replaces server_profile)' % m.replace('_', ' '))
+    for m in ('cpu', 'ram', 'cpu_steal')
 ) + (
     Key('apply.batch', INT, None, minimum=0,
         help='Most live migrations one apply starts (none: the whole plan)',

@@ -19,6 +19,7 @@ from osc_leveller.core import config
 from osc_leveller.core import extra_specs
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
+from osc_leveller.core import scoring
 
 AGGREGATE_SCOPE = 'aggregate_instance_extra_specs'
 TENANT_KEY = 'filter_tenant_id'
@@ -351,6 +352,28 @@ def capacity(server, dest, state, rules):
                     inv.allocation_ratio)
 
 
+def saturation(server, dest, state, rules):
+    """No move makes a measured hypervisor's servers ask for more CPU
+    than it has threads: they would queue for it (steal)."""
+    added = state.load_model.amounts(server.id, dest.name)[0]
+    demand = saturated(state, dest.name, added)
+    if demand is not None:
+        return 'CPU would be saturated: its servers would ask for %.1f ' \
+            'of its %d threads (%.1f before this server)' % (
+                demand, state.load_model.hosts[dest.name].cpu_size,
+                state.cpu_load(dest.name))
+
+
+def saturated(state, name, added=0.0):
+    """The threads the hypervisor's servers would ask for with added ones,
+    if more than it has, else None. Only measured load tells."""
+    host = state.load_model.hosts[name]
+    if host.mode != scoring.METRICS:
+        return None
+    demand = state.cpu_load(name) + added
+    return demand if demand > host.cpu_size * (1 + 1e-9) else None
+
+
 def ceiling(server, dest, state, rules):
     after = state.score(dest.name) + state.load_model.delta(server.id,
                                                             dest.name)
@@ -362,7 +385,8 @@ def ceiling(server, dest, state, rules):
 DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        availability_zone, cpu_compatible,
                        aggregate_extra_specs, tenant_isolation,
-                       required_traits, server_groups, capacity, ceiling)
+                       required_traits, server_groups, capacity, saturation,
+                       ceiling)
 
 
 def why_not_destination(server, dest, state, rules):

@@ -191,10 +191,16 @@ class Flavor:
 
 @dataclasses.dataclass(frozen=True)
 class ServerUsage:
-    """Measured server load as fractions of its own flavor; None if unknown."""
+    """Measured server load as fractions of its own flavor; None if unknown.
+
+    cpu_steal is the share of its vCPUs' time they were ready to run but
+    queued behind others on the host (libvirt's vCPU delay, the guest's
+    steal time): what it asked for beyond what it got.
+    """
 
     cpu: float = None
     ram: float = None
+    cpu_steal: float = None
     # The same averaged over the snapshot's lasting period, or None.
     lasting: 'ServerUsage' = None
 

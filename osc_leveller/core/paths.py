@@ -126,6 +126,11 @@ class _Finder:
                 if used > inv.capacity:
                     problems.append('%s would hold %d %s, above its capacity '
                                     '%g' % (name, used, rc, inv.capacity))
+            demand = filters.saturated(final, name)
+            if demand is not None:
+                problems.append('%s would be CPU saturated: its servers '
+                                'would ask for %.1f of its %d threads' % (
+                                    name, demand, hyp.threads))
             score = final.score(name)
             if score > self.options.ceiling:
                 problems.append('%s would reach score %.2f, above the ceiling '

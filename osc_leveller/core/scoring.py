@@ -2,8 +2,10 @@
 
 A host's utilisation per dimension comes from measured metrics when the host
 has them, else from its Placement allocations (used / capacity, capacity =
-(total - reserved) * allocation_ratio). Its score is the weighted mean of the
-dimensions it has. Pressure is taken as proportional to the utilisation it
+(total - reserved) * allocation_ratio). Measured CPU is demand: the threads
+busy plus the time its servers' vCPUs were queued for a thread (steal), so a
+host whose servers ask for more than it has reads above 100 %. Its score is
+the weighted mean of the dimensions it has. Pressure is taken as proportional to the utilisation it
 belongs to on each host, so every score is linear in the host's CPU and RAM
 load: moving a server changes exactly two scores by amounts known in advance.
 That is what lets the planner evaluate thousands of candidate moves cheaply.
@@ -61,7 +63,7 @@ class HostModel:
 
 @dataclasses.dataclass(frozen=True)
 class ServerLoad:
-    cores: float  # busy threads, measured or estimated from its host
+    cores: float  # threads asked for (used + steal), measured or estimated
     ram_mb: float  # resident MiB, measured or estimated from its host
     vcpus: int  # allocated VCPU + PCPU
     alloc_ram_mb: int
@@ -90,17 +92,20 @@ class LoadModel:
 
     def __init__(self, snapshot, weights=None):
         self.weights = dict(weights or DEFAULT_WEIGHTS)
-        self.hosts = {h.name: self._host(h) for h in snapshot.hypervisors}
+        queued = _queued(snapshot)
+        self.hosts = {h.name: self._host(h, queued.get(h.name, 0.0))
+                      for h in snapshot.hypervisors}
         self.servers = _ServerLoads(self, snapshot)
 
-    def _host(self, hyp):
+    def _host(self, hyp, queued):
+        """queued: threads its servers waited for (steal), beyond busy."""
         metrics = hyp.metrics
         w = self.weights
         if metrics is not None and metrics.cpu is not None and \
                 metrics.ram is not None and hyp.threads and hyp.memory_mb:
             cpu_size, ram_size = float(hyp.threads), float(hyp.memory_mb)
-            k_cpu = (metrics.cpu_pressure or 0.0) / metrics.cpu \
-                if metrics.cpu > 0 else 0.0
+            cpu = metrics.cpu + queued / cpu_size
+            k_cpu = (metrics.cpu_pressure or 0.0) / cpu if cpu > 0 else 0.0
             k_ram = (metrics.ram_pressure or 0.0) / metrics.ram \
                 if metrics.ram > 0 else 0.0
             total = w['cpu'] + w['ram']
@@ -110,7 +115,7 @@ class LoadModel:
                 else 0.0
             return HostModel(
                 METRICS, cpu_size, ram_size,
-                metrics.cpu * cpu_size, metrics.ram * ram_size, k_cpu, k_ram,
+                cpu * cpu_size, metrics.ram * ram_size, k_cpu, k_ram,
                 cpu_coef=(w['cpu'] + w['cpu_pressure'] * k_cpu)
                 / (total * cpu_size),
                 ram_coef=(w['ram'] + w['ram_pressure'] * k_ram)
@@ -141,6 +146,8 @@ class LoadModel:
             vcpus = cpu_allocated(s.resources)
             ram = s.resources.get(model.MEMORY_MB, 0)
             cpu = s.usage.cpu if s.usage.cpu is not None else cpu_per_vcpu
+            # A vCPU runs or waits: used plus steal is at most all of it.
+            cpu = min(1.0, cpu + (s.usage.cpu_steal or 0.0))
             mem = s.usage.ram if s.usage.ram is not None else ram_per_mb
             loads[s.id] = ServerLoad(cpu * vcpus, mem * ram, vcpus, ram)
         return loads
@@ -182,6 +189,19 @@ class LoadModel:
             result['cpu_pressure'] = host.cpu_pressure_per_util * cpu
             result['ram_pressure'] = host.ram_pressure_per_util * ram
         return result
+
+
+def _queued(snapshot):
+    """{hypervisor: threads its servers' vCPUs waited for}, from their
+    measured steal."""
+    queued = collections.Counter()
+    for server in snapshot.servers:
+        usage = server.usage
+        if usage.cpu_steal:
+            steal = min(usage.cpu_steal, 1.0 - (usage.cpu or 0.0))
+            queued[server.hypervisor] += steal * cpu_allocated(
+                server.resources)
+    return queued
 
 
 @dataclasses.dataclass(frozen=True)

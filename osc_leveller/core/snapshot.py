@@ -315,6 +315,7 @@ def _usage(data):
     lasting = data.get('lasting')
     return model.make(model.ServerUsage, {
         'cpu': data.get('cpu'), 'ram': data.get('ram'),
+        'cpu_steal': data.get('cpu_steal'),
         'lasting': _usage(dict(lasting, lasting=None)) if lasting else None})
 
 

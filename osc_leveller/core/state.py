@@ -32,6 +32,10 @@ class State:
             return usage[resource_class]
         return self.snapshot.hypervisor(hypervisor_name).usage(resource_class)
 
+    def cpu_load(self, hypervisor_name):
+        """Threads asked for (measured) or vCPUs allocated."""
+        return self._load[hypervisor_name][0]
+
     def score(self, hypervisor_name):
         cpu, ram = self._load[hypervisor_name]
         return self.load_model.score(hypervisor_name, cpu, ram)

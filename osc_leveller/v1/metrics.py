@@ -6,7 +6,8 @@ from osc_lib import exceptions
 from osc_leveller.v1 import common
 
 COLUMNS = ('Hypervisor', 'Matched By', 'Load From', 'Why', 'Pressure',
-           'Servers', 'Matched Servers', 'CPU Series', 'RAM Series')
+           'Servers', 'Matched Servers', 'CPU Series', 'RAM Series',
+           'Steal Series')
 EXIT_OK = 0
 EXIT_BELOW = 3  # coverage below --min-hosts or --min-servers
 
@@ -74,7 +75,7 @@ class MetricsCheck(command.Lister):
                 self.exit_code = EXIT_BELOW
         return COLUMNS, [(
             r.hypervisor, r.matched_by, r.load_from, r.why, r.pressure,
-            r.servers, r.matched, r.cpu_series, r.ram_series)
+            r.servers, r.matched, r.cpu_series, r.ram_series, r.steal_series)
             for r in sorted(found.rows, key=lambda r: r.hypervisor)]
 
 
@@ -89,10 +90,11 @@ def _lines(found):
                            if found.identity else '')]
     if found.profiles:
         lines.append('Servers: %s; %d of %d running servers with series of '
-                     'their own (CPU %d, RAM %d)' % (
+                     'their own (CPU %d, RAM %d, CPU steal %d)' % (
                          ', '.join(p.exporter for p in found.profiles),
                          found.matched, found.servers,
-                         found.measured('cpu'), found.measured('ram')))
+                         found.measured('cpu'), found.measured('ram'),
+                         found.measured('cpu_steal')))
     else:
         lines.append('Servers: no libvirt exporter series (none of inovex, '
                      'Tinkoff, kumina or vexxhost): every server gets a '
@@ -100,5 +102,10 @@ def _lines(found):
     missing = found.ram_missing()
     if missing:
         lines.append('Server RAM: %s: a share of the hypervisor\'s' % missing)
+    missing = found.steal_missing()
+    if missing:
+        lines.append('Server CPU steal: %s: a hypervisor whose servers ask '
+                     'for more CPU than it has threads shows at 100 %%' %
+                     missing)
     lines.extend(found.notes + found.info)
     return lines

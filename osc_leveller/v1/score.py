@@ -117,6 +117,18 @@ def _summary_lines(snapshot, state, stats, domains):
         yield ('Left out, no score: inventory contradicts allocations: %s'
                % '; '.join('%s (%s)' % (h.name, h.inconsistency)
                            for h in broken))
+    saturated = sorted(
+        (-state.dimensions(h.name)['cpu'], h.name)
+        for h in snapshot.hypervisors if h.inconsistency is None and
+        state.load_model.hosts[h.name].mode == scoring.METRICS and
+        state.dimensions(h.name)['cpu'] > 1.0)
+    if saturated:
+        yield ('CPU saturated (its servers ask for more than its threads, '
+               'busy plus steal): %s' % ', '.join(
+                   '%s %.0f %%' % (name, -100 * cpu)
+                   for cpu, name in saturated[:5]) +
+               (', and %d more' % (len(saturated) - 5)
+                if len(saturated) > 5 else ''))
     yield 'Imbalance %.3f over %s:' % (
         scoring.pooled_imbalance(stats),
         common.plural(len(stats), 'balancing domain'))

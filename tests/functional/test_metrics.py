@@ -67,12 +67,17 @@ class TestExportersAsDeployed(base.DevcloudTestCase):
             self.assertEqual(row['Servers'], row['CPU Series'], row)
             self.assertEqual(0 if flavour == 'debian' else row['Servers'],
                              row['RAM Series'], row)
+            # vCPU delay: inovex and Tinkoff only.
+            self.assertEqual(row['Servers'] if flavour in (
+                'kolla', 'kolla-legacy') else 0, row['Steal Series'], row)
         self.assertIn('Hypervisors: 6 of 6 scored from their own '
                       'node_exporter series (targets placed by '
                       'node_uname_info)', stderr)
         self.assertIn('Servers: %s; %d of %d running servers' % (
             exporter, len(running), len(running)), stderr)
         self.assertEqual(flavour == 'debian', KUMINA_RAM in stderr)
+        self.assertEqual(flavour in ('helm', 'debian'),
+                         'Server CPU steal: ' in stderr, stderr)
 
         # score, plan and apply with the same settings: nothing falls back
         # but what the exporter cannot show (kumina's server RAM).

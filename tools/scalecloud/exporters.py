@@ -38,7 +38,8 @@ NAMES = sorted((
     'libvirt_domain_info_maximum_memory_bytes',
     'libvirt_domain_memory_stats_rss_bytes',
     'libvirt_domain_memory_stats_available_bytes',
-    'libvirt_domain_memory_stats_usable_bytes'))
+    'libvirt_domain_memory_stats_usable_bytes',
+    'libvirt_domain_vcpu_delay_seconds_total'))
 
 
 class Exporters:
@@ -84,6 +85,8 @@ class Exporters:
                 return self.domains('cpu')
             if 'libvirt_domain_memory_stats' in promql:
                 return self.domains('ram')
+            if 'libvirt_domain_vcpu_delay_seconds_total' in promql:
+                return self.domains('cpu_steal')
         self.unknown[promql] += 1
         return []
 
@@ -124,7 +127,7 @@ class Exporters:
         for s in self.servers:
             state = exporter.domain_state(s['status'])
             if state is None or metric not in s['usage'] or (
-                    metric == 'ram' and state == exporter.DOMAIN_SHUTOFF):
+                    metric != 'cpu' and state == exporter.DOMAIN_SHUTOFF):
                 continue
             value = s['usage'][metric] if state == exporter.DOMAIN_RUNNING \
                 or metric == 'ram' else 0.0

@@ -297,6 +297,34 @@ class TestServers(unittest.TestCase):
                                 for q in client.asked))
         self.assertNotIn(libvirt.KUMINA_CHECK, client.asked)
 
+    def test_steal_sums_the_vcpus_delay_per_vcpu(self):
+        """inovex and Tinkoff export each vCPU's delay: its rate summed
+        over the vCPUs, per vCPU, joined to the server id as the CPU is."""
+        for profile, info, label in (
+                ('inovex', 'libvirt_domain_openstack_info', 'instance_id'),
+                ('tinkoff', 'libvirt_domain_info_meta', 'uuid')):
+            client = FakeClient(node_answers(KOLLA) + [
+                ('libvirt_domain_vcpu_delay_seconds_total', [
+                    (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                    'instance-1', **{label: 's1'}), 0.3)]),
+                ('libvirt_domain_info_cpu_time_seconds_total', [
+                    (libvirt_sample('10.0.0.11:9177', 'libvirt_exporter',
+                                    'instance-1', **{label: 's1'}), 0.7)])],
+                names=[info])
+            reading = read(client, {'s1': 'hv01.example.net'})
+            self.assertEqual([profile], [p.name for p in reading.profiles])
+            self.assertEqual({'s1': {'cpu': 0.7, 'cpu_steal': 0.3}},
+                             reading.servers)
+            steal = [q for q in client.asked if 'delay' in q][0]
+            self.assertIn('sum by (instance, job, domain) (rate('
+                          'libvirt_domain_vcpu_delay_seconds_total[1m]))',
+                          steal)
+            self.assertIn('/ on (instance, job, domain) '
+                          'libvirt_domain_info_virtual_cpus', steal)
+            self.assertIn('group_left (%s) %s' % (label, info), steal)
+            found = coverage.build(document(['s1']), reading)
+            self.assertIsNone(found.steal_missing())
+
     def test_detection(self):
         def found(names, kumina=False):
             return [p.name for p in libvirt.detect(set(names),
@@ -324,6 +352,9 @@ class TestServers(unittest.TestCase):
         found = coverage.build(document(['s1']), reading)
         self.assertEqual('kumina libvirt_exporter: the exporter reports no '
                          'resident or in-guest memory', found.ram_missing())
+        self.assertEqual('kumina libvirt_exporter: the exporter reports no '
+                         'vCPU delay (steal time)', found.steal_missing())
+        self.assertFalse([q for q in client.asked if 'delay' in q])
 
     def test_a_live_migration_shows_a_server_on_two_hosts(self):
         # Domain names repeat: the join is on (instance, job, domain), and of
@@ -516,9 +547,9 @@ class TestLasting(unittest.TestCase):
                          reading.lasting_servers)
         self.assertEqual({'s1': {'cpu': .75}, 's2': {'cpu': .5}},
                          reading.servers)
-        # Each query (4 of hosts, 2 of servers) also over the period.
+        # Each query (4 of hosts, 3 of servers) also over the period.
         lasting = [q for q in client.asked if q.startswith('avg_over_time')]
-        self.assertEqual(6, len(lasting))
+        self.assertEqual(7, len(lasting))
 
     def test_into_the_snapshot(self):
         reading = read(self.client(), {'s1': 'hv01.example.net',

@@ -556,7 +556,7 @@ class TestMetricsCheck(unittest.TestCase):
                 'Hypervisor': 'hv1', 'Matched By': 'host_ip 192.0.2.2',
                 'Load From': 'metrics', 'Why': None, 'Pressure': True,
                 'Servers': 6, 'Matched Servers': 1, 'CPU Series': 1,
-                'RAM Series': 1}, rows['hv1'])
+                'RAM Series': 1, 'Steal Series': 1}, rows['hv1'])
             self.assertEqual(('allocations', None), (
                 rows['hv3']['Load From'], rows['hv3']['Matched By']))
             self.assertIn('no node_exporter target matches it',
@@ -566,7 +566,7 @@ class TestMetricsCheck(unittest.TestCase):
                           'node_uname_info)', result.stderr)
             self.assertIn('Servers: inovex prometheus-libvirt-exporter; 1 of '
                           '8 running servers with series of their own '
-                          '(CPU 1, RAM 1)', result.stderr)
+                          '(CPU 1, RAM 1, CPU steal 1)', result.stderr)
             result = self.run_shell(cloud, tmp, 'metrics', 'check',
                                     '--min-hosts', '100', '-f', 'value')
             self.assertEqual(3, result.returncode, result.stderr)

@@ -345,10 +345,47 @@ class TestDestinationFilters(unittest.TestCase):
                          check(hyps, servers, 's1', 'hv2'))
 
     def test_ceiling(self):
-        hyps = [b.hypervisor('hv1', cpu=0.9), b.hypervisor('hv2', cpu=0.8)]
+        hyps = [b.hypervisor('hv1', cpu=0.9),
+                b.hypervisor('hv2', cpu=0.6, ram=0.95)]
         servers = [b.server('s1', 'hv1', vcpus=8, ram_gb=32, cpu=1.0)]
         self.assertIn('above the ceiling 0.85',
                       check(hyps, servers, 's1', 'hv2'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+
+    def test_saturation(self):
+        """25.6 of 32 threads busy, and a server asking for 8 more: its
+        servers would queue, whatever the ceiling."""
+        hyps = [b.hypervisor('hv1', cpu=0.9), b.hypervisor('hv2', cpu=0.8,
+                                                           ram=0.1)]
+        servers = [b.server('s1', 'hv1', vcpus=8, ram_gb=32, cpu=1.0)]
+        self.assertEqual(
+            'CPU would be saturated: its servers would ask for 33.6 of its '
+            '32 threads (25.6 before this server)',
+            check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+        hyps[1]['metrics']['cpu'] = 0.75
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+
+    def test_saturation_counts_steal(self):
+        """Steal is CPU asked for and not got: hv2 is 60 % busy (19.2
+        threads) but its server waited 40 % of its 16 vCPUs' time (6.4
+        more); s1 asks for what it used (6.4 threads) plus its own steal."""
+        hyps = [b.hypervisor('hv1', cpu=0.9),
+                b.hypervisor('hv2', cpu=0.6, ram=0.1)]
+        servers = [b.server('s1', 'hv1', vcpus=8, ram_gb=8, cpu=0.8),
+                   b.server('s2', 'hv2', vcpus=16, ram_gb=8, cpu=0.5)]
+        servers[1]['usage']['cpu_steal'] = 0.4
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+        servers[0]['usage']['cpu_steal'] = 0.2
+        self.assertEqual(
+            'CPU would be saturated: its servers would ask for 33.6 of its '
+            '32 threads (25.6 before this server)',
+            check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+        servers[1]['usage']['cpu_steal'] = 0.0
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
+
+    def test_no_saturation_without_measured_load(self):
+        hyps = [b.hypervisor('hv1'), b.hypervisor('hv2')]
+        servers = [b.server('s1', 'hv1', vcpus=32, ram_gb=8)]
         self.assertIsNone(check(hyps, servers, 's1', 'hv2', ceiling=1.5))
 
 

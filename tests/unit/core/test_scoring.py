@@ -68,6 +68,50 @@ class TestHostScore(unittest.TestCase):
         self.assertAlmostEqual(6.0, model.servers['id-s2'].cores)
 
 
+class TestDemand(unittest.TestCase):
+    """A host's measured CPU is what its servers asked for: the threads
+    busy plus the time their vCPUs waited for one (steal)."""
+
+    def saturated(self, steal=0.25, pressure=None):
+        # 16 threads all busy; a 16-vCPU server using 12 of them, and
+        # waiting for a thread a quarter of its vCPUs' time: 4 more.
+        metrics = {'cpu': 1.0, 'ram': 0.5}
+        if pressure is not None:
+            metrics['cpu_pressure'] = pressure
+        hyps = [b.hypervisor('hv1', vcpus=16, metrics=metrics),
+                b.hypervisor('hv2', vcpus=16, cpu=0.1, ram=0.5)]
+        servers = [b.server('s1', 'hv1', vcpus=16, cpu=0.75, ram=0.5),
+                   b.server('s2', 'hv1', vcpus=1, ram_gb=1)]
+        servers[0]['usage']['cpu_steal'] = steal
+        return state_mod.new_state(b.snapshot(hyps, servers))
+
+    def test_a_saturated_host_scores_its_demand(self):
+        state = self.saturated()
+        self.assertAlmostEqual(20 / 16.0, state.dimensions('hv1')['cpu'])
+        self.assertAlmostEqual((1.25 + 0.5) / 2, state.score('hv1'))
+        self.assertAlmostEqual(16.0, state.load_model.servers['id-s1'].cores)
+        # Moving s1 takes all it asked for off: 4 threads are left.
+        state.apply('id-s1', 'hv2')
+        self.assertAlmostEqual(4 / 16.0, state.dimensions('hv1')['cpu'])
+
+    def test_without_steal_it_stops_at_100_percent(self):
+        state = self.saturated(steal=None)
+        self.assertAlmostEqual(1.0, state.dimensions('hv1')['cpu'])
+        self.assertAlmostEqual(12.0, state.load_model.servers['id-s1'].cores)
+
+    def test_pressure_as_measured(self):
+        """Pressure follows demand, and is what was measured now."""
+        state = self.saturated(pressure=0.3)
+        self.assertAlmostEqual(0.3, state.dimensions('hv1')['cpu_pressure'])
+
+    def test_a_vcpu_runs_or_waits(self):
+        """Used plus steal above 100 % of a vCPU (two rates read apart)
+        counts as 100 %."""
+        state = self.saturated(steal=0.5)
+        self.assertAlmostEqual(16.0, state.load_model.servers['id-s1'].cores)
+        self.assertAlmostEqual(20 / 16.0, state.dimensions('hv1')['cpu'])
+
+
 class TestImbalance(unittest.TestCase):
     def test_domain_of(self):
         snap = b.snapshot([b.hypervisor('hv1', az='az2', model='Icelake'),

@@ -128,6 +128,26 @@ class TestScore(CommandTest):
         self.assertEqual(39, sum(r[1] for r in rows))
         self.assertTrue(all(r[7] for r in rows))
 
+    def test_a_saturated_hypervisor_shows_its_demand(self):
+        """hv1's 16 threads are all busy, and its server waited for one a
+        quarter of its 16 vCPUs' time: 125 % CPU, and said."""
+        hyps = [b.hypervisor('hv1', vcpus=16, cpu=1.0, ram=0.5),
+                b.hypervisor('hv2', vcpus=16, cpu=0.2, ram=0.5)]
+        servers = [b.server('s1', 'hv1', vcpus=16, cpu=0.75, ram=0.5)]
+        servers[0]['usage']['cpu_steal'] = 0.25
+        path = self.write('s.json', b.document(hyps, servers))
+        _, rows = self.run_cmd(score.ScoreLeveller, ['--snapshot', path])
+        self.assertEqual(('hv1', 125.0), (rows[0][0],
+                                          rows[0][5].machine_readable()))
+        self.assertIn('CPU saturated (its servers ask for more than its '
+                      'threads, busy plus steal): hv1 125 %',
+                      self.app.stderr.getvalue())
+        del servers[0]['usage']['cpu_steal']
+        path = self.write('s.json', b.document(hyps, servers))
+        _, rows = self.run_cmd(score.ScoreLeveller, ['--snapshot', path])
+        self.assertEqual(100.0, rows[0][5].machine_readable())
+        self.assertEqual(1, self.app.stderr.getvalue().count('saturated'))
+
     def test_inventory_that_contradicts_allocations_has_no_score(self):
         # VCPU total 0 with 24 vCPUs allocated would read as 22 times full.
         hyps, servers = b.three_hosts()
