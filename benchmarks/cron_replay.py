@@ -11,7 +11,10 @@ a snapshot document (``osc-leveller-snapshot/1``) read by core/snapshot.py
   RAM used / total; per-server CPU as the libvirt exporter shows it, what
   the server got: on a host asked for more than its threads, every vCPU
   gets at most a fair share (CFS), so the busiest servers read lower than
-  they ask; no pressure (PSI) series;
+  they ask; the time their vCPUs waited for a thread as CPU steal, the
+  vCPU delay the inovex and Tinkoff exporters show (with --no-steal none,
+  as kumina's and vexxhost's; a checkout that reads no steal gets none);
+  no pressure (PSI) series;
 - the migration history: every move of earlier runs, status
   ``completed``, at the time of its run, so the cooldown is read from the
   snapshot as a live run reads it.
@@ -24,7 +27,9 @@ imbalance (the std of host scores per balancing domain, core/scoring.py,
 averaged over the domains of two or more hypervisors) is measured there,
 with the leveller and with no action (the cluster as generated), along
 with the hosts asked for more CPU than they have (saturated) and by how
-many threads (unserved).
+many threads (unserved). The imbalance is measured on the load as
+node_exporter shows it, without steal, so that every version is measured
+alike; saturation is measured on what the servers ask.
 
 Per run (a row per batch and interval): moves and GiB moved (server RAM);
 moves of a server that moved in the 24 h before, and those at the first
@@ -67,6 +72,7 @@ CODE = os.environ.get('LEVELLER_REPLAY_CODE')
 if CODE:
     sys.path.insert(0, CODE)
 
+from osc_leveller.core import model  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
 from osc_leveller.core import scoring  # noqa: E402
@@ -81,6 +87,9 @@ MIGRATION_S = (20.0, 1.6)  # seconds, seconds per GiB
 WINDOW_HOURS = 24.0  # "moved again" and flip-flops look this far back
 TAGS = ('again', 'inside_cooldown', 'cooldown_end', 'flip_flop')
 ALL = 'all'
+# Whether the planner under test reads CPU steal (a snapshot field).
+READS_STEAL = 'cpu_steal' in {
+    f.name for f in dataclasses.fields(model.ServerUsage)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,9 +123,10 @@ class Measure:
 class World:
     """The cluster and its series: snapshots and measures at a step."""
 
-    def __init__(self, cluster, series):
+    def __init__(self, cluster, series, steal=True):
         self.cluster = cluster
         self.series = series
+        self.steal = steal and READS_STEAL
         self.start = series_mod.epoch(series['start'])
         self.step_s = series['step_minutes'] * 60.0
         self.threads = {h['name']: h['vcpus'] for h in cluster['hypervisors']}
@@ -134,7 +144,8 @@ class World:
 
     def measured(self, step, placement):
         """{server id: CPU as the libvirt exporter shows it}: what each
-        got, a vCPU never more than the fair share of its host."""
+        got, a vCPU never more than the fair share of its host; its steal
+        is what it asked beyond."""
         on = collections.defaultdict(list)
         for s in self.cluster['servers']:
             cpu = self.series['servers'][s['id']]['cpu'][step]
@@ -145,8 +156,9 @@ class World:
             got.update((sid, min(cpu, share)) for cpu, _, sid in servers)
         return got
 
-    def document(self, step, placement, history=()):
-        """The snapshot document of the cloud at step."""
+    def document(self, step, placement, history=(), steal=True):
+        """The snapshot document of the cloud at step; steal: with the
+        servers' CPU steal, if the world has it."""
         cpu = self.measured(step, placement)
         servers = []
         for s in self.cluster['servers']:
@@ -164,11 +176,18 @@ class World:
             'source': {'kind': 'file', 'description':
                        'benchmarks/cron_replay.py step %d' % step},
             'migrations': [migration(n, m) for n, m in enumerate(history)]})
+        if steal and self.steal:
+            for server in document['servers']:
+                asked = self.series['servers'][server['id']]['cpu'][step]
+                if server.get('usage'):
+                    server['usage']['cpu_steal'] = round(
+                        max(0.0, asked - cpu[server['id']]), 6)
         return document
 
-    def snapshot(self, step, placement, history=()):
+    def snapshot(self, step, placement, history=(), steal=True):
         """The snapshot a run at step reads."""
-        return self.read(self.document(step, placement, history), step)
+        return self.read(self.document(step, placement, history, steal),
+                         step)
 
     def read(self, document, step):
         return snapshot_io.parse(document,
@@ -177,7 +196,8 @@ class World:
     def measure(self, step, placement):
         asked = self.demand(step, placement)
         ratios = [asked[h] / self.threads[h] for h in asked]
-        return Measure(imbalance(self.snapshot(step, placement)),
+        return Measure(imbalance(self.snapshot(step, placement,
+                                               steal=False)),
                        sum(r > 1.0 for r in ratios),
                        sum(max(0.0, asked[h] - self.threads[h])
                            for h in asked), max(ratios))
@@ -358,7 +378,8 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
         after = [world.measure(j, placement) for j in later]
         before = [none[j] for j in later]
         # The next interval had this run done nothing: what its moves gave.
-        stayed = [imbalance(world.snapshot(j, unmoved)) for j in later] \
+        stayed = [imbalance(world.snapshot(j, unmoved, steal=False))
+                  for j in later] \
             if done else [m.imbalance for m in after]
         runs.append({
             'step': step, 'at': snapshot_io.format_time(now),
@@ -521,6 +542,9 @@ def main(argv=None):
                         help='snapshots carry each figure\'s average over '
                         'this many hours too, as prometheus.lasting reads '
                         'them (this checkout only)')
+    parser.add_argument('--no-steal', action='store_true',
+                        help='no CPU steal in the snapshots, as with the '
+                        'kumina or vexxhost libvirt exporter')
     parser.add_argument('--previous', metavar='DIR',
                         help='also replay with the osc_leveller of this '
                         'checkout, on the same cluster and series, as rows '
@@ -537,10 +561,10 @@ def main(argv=None):
         cluster = generate.generate(args.hosts, args.servers, args.seed)
     series = series_mod.series(cluster, args.hours, args.step_minutes,
                                args.seed)
-    world = World(cluster, series)
+    world = World(cluster, series, not args.no_steal)
     if args.levelled:
         cluster = levelled(world, args.cooldown)
-        world = World(cluster, series)
+        world = World(cluster, series, not args.no_steal)
     previous = _previous(args, cluster) if args.previous else []
     settled = int(round(args.settled_hours * 60 / args.step_minutes))
     none, rows = {}, []
@@ -583,6 +607,7 @@ def main(argv=None):
         'options': 'PlannerOptions() defaults, cooldown as above',
         'options_this': dict(args.option),
         'lasting_hours_this': args.lasting_hours,
+        'steal': world.steal,
         'wall_s': round(time.perf_counter() - started, 1),
         'rows': previous + rows}
     print(table(result['rows'], 'summary'))
@@ -621,6 +646,8 @@ def _previous(args, cluster):
                 '--settled-hours', str(args.settled_hours), '--json', out]
         for interval in args.interval_minutes or ():
             argv += ['--interval-minutes', str(interval)]
+        if args.no_steal:
+            argv.append('--no-steal')
         for batch in args.batch or (1, None):
             argv += ['--batch', ALL if batch is None else str(batch)]
         env = dict(os.environ,
