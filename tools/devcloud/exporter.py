@@ -77,8 +77,11 @@ other status (SHUTOFF, SUSPENDED, ERROR, ...) uses nothing.
 For a hypervisor with ``T`` threads (Placement VCPU total) and ``M`` MiB
 (Placement MEMORY_MB total)::
 
-    d        = sum(cpu_frac * vcpus) + 0.02 * T          CPU demand, cores
+    ask      = cpu_frac * vcpus                          a server's CPU demand, cores
+    d        = sum(ask) + 0.02 * T                       CPU demand, cores
     busy     = min(T, d)                                 cores busy
+    got      = min(ask, L)                               cores a server gets
+    delay    = ask - got                                 cores it waits, queued
     m        = sum(mem_frac * ram_mib) + 2048            memory demand, MiB
     used     = min(M, m)                                 MiB used
     p_cpu    = pressure(d / T, knee=0.7)                 PSI cpu "some"
@@ -89,22 +92,33 @@ For a hypervisor with ``T`` threads (Placement VCPU total) and ``M`` MiB
 ``pressure`` is 0 below the knee, 0.1 at full load (x = 1), ~0.46 at 20 %
 over, 1 from ~40 % over; it is continuous with a continuous slope.
 
+CPU is shared as Linux CFS shares it between cgroups of equal weight: the
+host's own 0.02 * T first, then max-min fairly per server (each domain is a
+cgroup of its own; Nova sets no weight), evenly over a server's vCPUs.  If
+``d <= T`` every server gets what it asks (``L`` is unbounded, the delay
+0); otherwise ``L`` is the level at which ``sum(got) = 0.98 * T``: servers
+asking less than ``L`` get what they ask, the others ``L`` each, and the
+rest of their demand is delay, libvirt's ``vcpu.<n>.delay`` (the time a
+runnable vCPU thread waited in the run queue, from its schedstat), which
+the guest sees as steal time.
+
 Counters integrate their rates over real time, piecewise constant between
 polls, and are extrapolated to the scrape time so every scrape sees a
 fresh, monotonic value.  What the series show:
 
 * ``node_cpu_seconds_total{cpu, mode}``, cpu 0..T-1, busy time spread
   evenly: per CPU user = 0.85 * busy/T, system = 0.15 * busy/T,
-  idle = 1 - busy/T; nice, iowait, irq, softirq and steal stay 0;
-  ``node_cpu_guest_seconds_total{mode="user"}``: the servers' share of the
-  busy time (at most the user time, which includes it);
+  idle = 1 - busy/T; nice, iowait, irq, softirq and steal stay 0 (the
+  host's, not its guests'); ``node_cpu_guest_seconds_total{mode="user"}``:
+  sum(got) spread evenly (at most the user time, which includes it);
 * ``node_memory_MemTotal_bytes`` = M, ``MemAvailable_bytes`` = M - used, of
   which MemFree 70 %, Cached 27 %, Buffers 3 %;
 * ``node_pressure_cpu_waiting_seconds_total`` (rate p_cpu),
   ``node_pressure_memory_waiting_seconds_total`` (rate p_mem),
   ``node_pressure_memory_stalled_seconds_total`` (rate p_mem / 2), io 0;
-* per domain: CPU time at cpu_frac * vcpus while running (the demand, not
-  capped by the host's capacity), spread evenly over its vCPUs; assigned
+* per domain: CPU time at got while running and, where the exporter shows
+  it, delay at ask - got (libvirt reports it, 0 or not, for every vCPU of
+  an active domain), both spread evenly over its vCPUs; assigned
   memory (balloon) = maximum = the flavor's RAM; resident (rss) = mem_frac
   * RAM + 160 MiB of QEMU's own, so it can exceed the maximum; in the
   guest, 97 % of the RAM is visible (``available``) and mem_frac of that is
@@ -113,10 +127,10 @@ fresh, monotonic value.  What the series show:
 
 Domains: ACTIVE and MIGRATING servers are running domains, PAUSED ones
 paused, SHUTOFF and SUSPENDED ones shut off (defined, not active); other
-servers have none.  A server's CPU counter is kept per server id, not per
-host: it continues across a migration and is shown under the server's
-current host only.  A host's counters start at 0 when the host first
-appears.
+servers have none.  A server's CPU and delay counters are kept per server
+id, not per host: they continue across a migration and are shown under the
+server's current host only.  A host's counters start at 0 when the host
+first appears.
 
 --fake-cloud FILE replaces OpenStack by a JSON file, re-read every poll::
 
@@ -233,11 +247,23 @@ def pressure(x, knee):
     return min(1.0, 0.1 * below ** 2 + 2.0 * over ** 1.5)
 
 
-ServerLoad = collections.namedtuple('ServerLoad', 'server cpu_rate mem_bytes')
+class ServerLoad(collections.namedtuple('ServerLoad', 'server cpu_rate mem_bytes cpu_got')):
+    """A server's load: cpu_rate the cores it asks for, cpu_got the cores its
+    host gives it (less when the host is oversubscribed), mem_bytes resident."""
+
+    __slots__ = ()
+
+    @property
+    def cpu_delay(self):
+        """Cores runnable but queued: libvirt's vcpu.<n>.delay, the guest's steal."""
+        return self.cpu_rate - self.cpu_got
+
+
 HostLoad = collections.namedtuple(
     'HostLoad', 'host demand busy mem_demand_mib mem_used_mib p_cpu p_mem servers')
 # What one scrape of one hypervisor sees: its load and its counters' values.
-HostView = collections.namedtuple('HostView', 'load cpu guest psi_cpu psi_mem server_cpu now')
+HostView = collections.namedtuple(
+    'HostView', 'load cpu guest psi_cpu psi_mem server_cpu server_delay now')
 
 
 def server_load(server, now):
@@ -256,14 +282,43 @@ def server_load(server, now):
         mem_bytes = int(mem * server.ram_mib * MIB)
     else:
         mem_bytes = 0
-    return ServerLoad(server, cpu_rate, mem_bytes)
+    # what it gets is its host's to decide (host_load)
+    return ServerLoad(server, cpu_rate, mem_bytes, cpu_rate)
+
+
+def fair_shares(asks, capacity):
+    """Max-min fair shares of capacity: each ask gets min(ask, level), the
+    level such that the shares sum to capacity; every ask in full if they fit."""
+    asks = list(asks)
+    left, count = float(capacity), len(asks)
+    if sum(asks) <= left:
+        return asks
+    for ask in sorted(asks):
+        if ask * count >= left:
+            level = left / count
+            break
+        left -= ask
+        count -= 1
+    else:           # rounding: they fit after all
+        return asks
+    return [min(ask, level) for ask in asks]
 
 
 def host_load(host, servers, now):
     """The load of one host given the servers placed on it."""
     loads = [server_load(s, now) for s in servers]
     threads = max(1, host.threads)
-    demand = sum(sl.cpu_rate for sl in loads) + CPU_OVERHEAD * threads
+    overhead = CPU_OVERHEAD * threads
+    demand = sum(sl.cpu_rate for sl in loads) + overhead
+    # Linux CFS shares the threads by cgroup weight.  Each domain is a cgroup
+    # of its own under machine.slice, all of the same weight since Nova 26
+    # no longer sets <cputune><shares> (1024 per vCPU before): so a max-min
+    # fair share per server, within it evenly per vCPU (a vCPU is one
+    # thread: never more than 1).  The host's own load (system.slice, kernel
+    # threads) asks far less than machine.slice's half at the top level, so
+    # it is served first, in full.
+    got = fair_shares([sl.cpu_rate for sl in loads], threads - overhead)
+    loads = [sl._replace(cpu_got=g) for sl, g in zip(loads, got)]
     mem_demand = sum(sl.mem_bytes for sl in loads) / MIB + MEM_OVERHEAD_MIB
     return HostLoad(
         host=host, demand=demand, busy=min(threads, demand),
@@ -279,9 +334,10 @@ class Model(object):
     ``update()`` is called at every poll with the current hosts and servers;
     ``view()`` at every scrape.  Counters are kept in one dict keyed by
     tuples: ('cpu', host, cpu, mode), ('guest', host, cpu), ('psi_cpu',
-    host), ('psi_mem', host) and ('server', server_id); each has the rate in
-    force since the last update.  A domain's CPU time is its server's
-    counter since the domain last started (libvirt's restarts at 0 when a
+    host), ('psi_mem', host), ('server', server_id) (CPU time it got) and
+    ('delay', server_id) (time it was queued); each has the rate in force
+    since the last update.  A domain's CPU time and delay are its server's
+    counters since the domain last started (libvirt's restart at 0 when a
     stopped guest starts again).
     """
 
@@ -290,7 +346,7 @@ class Model(object):
         self._counters = {}
         self._rates = {}
         self._loads = {}        # hypervisor name -> HostLoad
-        self._started = {}      # server id -> its counter when its domain started
+        self._started = {}      # server id -> {counter: value} when its domain started
         self._t_update = None   # time of the last update
         self._t_high = None     # latest time seen by update() or view()
 
@@ -322,9 +378,9 @@ class Model(object):
                 load = host_load(host, by_host.get(host.name, ()), now)
                 loads[host.name] = load
                 per_cpu = load.busy / max(1, host.threads)
-                # Linux counts a guest's time as user time too: the servers'
-                # share of the busy time, at most all of the user time
-                guest = min(USER_SHARE, sum(sl.cpu_rate for sl in load.servers) / load.demand)
+                # Linux counts a guest's time as user time too: the time the
+                # servers got, at most all of the user time
+                guest = min(USER_SHARE, sum(sl.cpu_got for sl in load.servers) / load.busy)
                 for i in range(host.threads):
                     rates[('cpu', host.name, i, 'idle')] = 1.0 - per_cpu
                     rates[('cpu', host.name, i, 'user')] = USER_SHARE * per_cpu
@@ -335,17 +391,18 @@ class Model(object):
             for server in servers:
                 # global per server (also unplaced ones), so nothing resets
                 # when the server changes host
-                rates[('server', server.id)] = 0.0
+                rates[('server', server.id)] = rates[('delay', server.id)] = 0.0
             for load in loads.values():
                 for sl in load.servers:
-                    rates[('server', sl.server.id)] = sl.cpu_rate
+                    rates[('server', sl.server.id)] = sl.cpu_got
+                    rates[('delay', sl.server.id)] = sl.cpu_delay
             # forget what is gone (deleted server, removed host or CPU)
             self._counters = {k: self._counters.get(k, 0.0) for k in rates}
             started = {}
             for server in servers:
                 if domain_state(server.status) in (DOMAIN_RUNNING, DOMAIN_PAUSED):
-                    started[server.id] = self._started.get(
-                        server.id, self._counters[('server', server.id)])
+                    started[server.id] = self._started.get(server.id) or {
+                        kind: self._counters[(kind, server.id)] for kind in ('server', 'delay')}
             self._started = started
             self._rates = rates
             self._loads = loads
@@ -366,23 +423,26 @@ class Model(object):
             def counter(key):
                 return self._counters[key] + self._rates[key] * elapsed
 
+            def since_start(kind, server_id):
+                return counter((kind, server_id)) - self._started.get(server_id, {}).get(kind, 0.0)
+
             name = load.host.name
             threads = range(load.host.threads)
+            ids = [sl.server.id for sl in load.servers]
             return HostView(
                 load=load,
                 cpu={(i, mode): counter(('cpu', name, i, mode))
                      for i in threads for mode in ('idle', 'user', 'system')},
                 guest={i: counter(('guest', name, i)) for i in threads},
                 psi_cpu=counter(('psi_cpu', name)), psi_mem=counter(('psi_mem', name)),
-                server_cpu={sl.server.id: counter(('server', sl.server.id))
-                            - self._started.get(sl.server.id, 0.0)
-                            for sl in load.servers},
+                server_cpu={i: since_start('server', i) for i in ids},
+                server_delay={i: since_start('delay', i) for i in ids},
                 now=now)
 
 
 # ------------------------------------------------------------------ domains
 
-Domain = collections.namedtuple('Domain', 'name uuid state load cpu_seconds')
+Domain = collections.namedtuple('Domain', 'name uuid state load cpu_seconds delay_seconds')
 
 
 def domain_state(status):
@@ -410,8 +470,10 @@ def domains(view):
         state = domain_state(sl.server.status)
         if state is not None:
             # a stopped domain's CPU time is 0, as libvirt's is
-            cpu = 0.0 if state == DOMAIN_SHUTOFF else view.server_cpu.get(sl.server.id, 0.0)
-            result.append(Domain(domain_name(sl.server), sl.server.id, state, sl, cpu))
+            stopped = state == DOMAIN_SHUTOFF
+            cpu = 0.0 if stopped else view.server_cpu.get(sl.server.id, 0.0)
+            delay = 0.0 if stopped else view.server_delay.get(sl.server.id, 0.0)
+            result.append(Domain(domain_name(sl.server), sl.server.id, state, sl, cpu, delay))
     return sorted(result, key=lambda d: (d.name, d.uuid))
 
 
@@ -441,10 +503,12 @@ def used_percent(stats):
     return (stats['available'] - stats['usable']) / (stats['available'] / 100.0)
 
 
-def vcpu_seconds(domain):
-    """Per-vCPU CPU time: the domain's, spread evenly over its vCPUs."""
+def vcpu_seconds(domain, seconds=None):
+    """Per-vCPU time: the domain's CPU time (or other seconds, its delay),
+    spread evenly over its vCPUs."""
     vcpus = max(1, domain.load.server.vcpus)
-    return [(str(i), domain.cpu_seconds / vcpus) for i in range(vcpus)]
+    total = domain.cpu_seconds if seconds is None else seconds
+    return [(str(i), total / vcpus) for i in range(vcpus)]
 
 
 # ------------------------------------------------------------------ exposition

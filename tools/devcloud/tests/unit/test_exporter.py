@@ -254,8 +254,10 @@ class ModelTest(unittest.TestCase):
                    srv('m', 'hv01', status='MIGRATING', cpu='1', mem='1')]
         self.model.update(self.hosts, servers, T0)
         s = self.scrape('hv01', T0 + 1, )
-        cpu = {u: get(s, 'libvirt_domain_info_cpu_time_seconds_total', uuid=u) for u in 'apm'}
-        self.assertEqual(cpu, {'a': 4.0, 'p': 0.0, 'm': 4.0})
+        cpu = {u: round(get(s, 'libvirt_domain_info_cpu_time_seconds_total', uuid=u), 9)
+               for u in 'apm'}
+        # a and m ask all 8 threads: the host keeps its 0.16, they share the rest
+        self.assertEqual(cpu, {'a': 3.92, 'p': 0.0, 'm': 3.92})
         mem = {u: self.resident('hv01', T0 + 1, u) for u in 'apsm'}
         self.assertEqual(mem, {'a': 8 * GIB, 'p': 8 * GIB, 's': 0, 'm': 8 * GIB})
         self.assertEqual(s[('node_memory_MemAvailable_bytes', ())], (32 - 2 - 24) * GIB)
@@ -272,6 +274,60 @@ class ModelTest(unittest.TestCase):
         s = self.scrape('hv01', T0 + 35)
         self.assertAlmostEqual(get(s, 'libvirt_domain_info_cpu_time_seconds_total'), 10.0)
 
+    def test_fair_shares(self):
+        # enough for everyone: what they ask
+        self.assertEqual([1.0, 2.0], exporter.fair_shares([1.0, 2.0], 4))
+        # short: small asks in full, the others level off; all is given out
+        shares = exporter.fair_shares([4.0, 1.0, 3.0, 0.0], 6)
+        self.assertEqual([2.5, 1.0, 2.5, 0.0], shares)
+        self.assertEqual(6, sum(shares))
+
+    def counter_rates(self, hv, t1, t2):
+        """({server id: cores got}, {server id: cores queued}) between two views."""
+        a, b = self.model.view(hv, t1), self.model.view(hv, t2)
+        return tuple({u: round((getattr(b, f)[u] - getattr(a, f)[u]) / (t2 - t1), 9)
+                      for u in getattr(b, f)} for f in ('server_cpu', 'server_delay'))
+
+    def test_an_oversubscribed_host_shares_its_threads_fairly(self):
+        servers = [srv('a', 'hv01', vcpus=4, cpu='1'), srv('b', 'hv01', vcpus=4, cpu='1'),
+                   srv('c', 'hv01', vcpus=2, cpu='0.5'),
+                   srv('p', 'hv01', vcpus=4, status='PAUSED', cpu='1')]
+        self.model.update(self.hosts, servers, T0)       # asks 4 + 4 + 1 + 0.16 of 8
+        got, delay = self.counter_rates('hv01', T0 + 10, T0 + 20)
+        # the host's own 0.16 first; c asks less than a fair share and gets
+        # it all; a and b get the same, what is left, and wait the rest
+        self.assertEqual({'a': 3.42, 'b': 3.42, 'c': 1.0, 'p': 0.0}, got)
+        self.assertEqual({'a': 0.58, 'b': 0.58, 'c': 0.0, 'p': 0.0}, delay)
+        self.assertAlmostEqual(8 - 0.16, sum(got.values()))
+        # the host is busy on all threads, its guests on what they got
+        self.assertAlmostEqual(8.0, self.cpu_busy('hv01', T0 + 10, T0 + 20))
+        s = self.scrape('hv01', T0 + 20)
+        self.assertAlmostEqual(20 * 3.42, get(s, 'libvirt_domain_info_cpu_time_seconds_total',
+                                              uuid='a'))
+        # the share is per server, not per vCPU: c gets both its vCPUs in
+        # full, a and b what is left, so less than that per vCPU
+        servers[2] = srv('c', 'hv01', vcpus=2, cpu='1')
+        self.model.update(self.hosts, servers, T0 + 20)
+        got, delay = self.counter_rates('hv01', T0 + 30, T0 + 40)
+        self.assertEqual({'a': 2.92, 'b': 2.92, 'c': 2.0, 'p': 0.0}, got)
+        self.assertEqual({'a': 1.08, 'b': 1.08, 'c': 0.0, 'p': 0.0}, delay)
+
+    def test_an_undersubscribed_host_has_no_delay(self):
+        servers = [srv('a', 'hv01', vcpus=4, cpu='1'), srv('b', 'hv01', vcpus=4, cpu='0.9')]
+        self.model.update(self.hosts, servers, T0)       # 7.6 + 0.16 of 8
+        got, delay = self.counter_rates('hv01', T0 + 10, T0 + 20)
+        self.assertEqual({'a': 4.0, 'b': 3.6}, got)
+        self.assertEqual({'a': 0.0, 'b': 0.0}, delay)
+        self.assertEqual({'a': 0.0, 'b': 0.0}, self.model.view('hv01', T0 + 20).server_delay)
+
+    def test_a_restarted_domain_counts_delay_from_0(self):
+        servers = [srv('a', 'hv01', vcpus=8, cpu='1')]
+        self.model.update(self.hosts, servers, T0)       # waits 0.16 of its 8
+        self.assertAlmostEqual(1.6, self.model.view('hv01', T0 + 10).server_delay['a'])
+        self.model.update(self.hosts, [servers[0]._replace(status='SHUTOFF')], T0 + 10)
+        self.model.update(self.hosts, servers, T0 + 20)
+        self.assertAlmostEqual(0.8, self.model.view('hv01', T0 + 25).server_delay['a'])
+
     def test_sine_load_varies(self):
         servers = [srv('a', 'hv01', vcpus=8, cpu='0~1@100')]
         rates = []
@@ -280,7 +336,8 @@ class ModelTest(unittest.TestCase):
             rates.append(self.rate('hv01', 'libvirt_domain_info_cpu_time_seconds_total',
                                    T0 + t, T0 + t + 1))
         self.assertLess(min(rates), 0.1)
-        self.assertGreater(max(rates), 7.9)
+        # at its peak it asks all 8 threads; it gets what the host leaves it
+        self.assertAlmostEqual(max(rates), 8 - 0.16)
 
     def test_pressure_past_capacity(self):
         now = [T0]
@@ -858,7 +915,7 @@ class PollerTest(unittest.TestCase):
             def servers(self):
                 if self.fail:
                     raise RuntimeError('cloud down')
-                return [srv('a', 'hv01', cpu='1')]
+                return [srv('a', 'hv01', cpu='0.5')]
 
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, 'node.json')
@@ -878,7 +935,7 @@ class PollerTest(unittest.TestCase):
             self.assertEqual(poller.last_ok, T0 + 2)
             samples = scrape_all(model, 'hv01', T0 + 6)
             self.assertAlmostEqual(
-                get(samples, 'libvirt_domain_info_cpu_time_seconds_total'), 24.0)
+                get(samples, 'libvirt_domain_info_cpu_time_seconds_total'), 12.0)
             source.fail = False
             source.hosts_list = source.hosts_list + [
                 exporter.Host('hv02', 4, 8192, 'hv02', '127.0.0.12')]
