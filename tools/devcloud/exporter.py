@@ -706,9 +706,12 @@ def render_inovex(view):
         series['used_percent'].append((dom, used_percent(stats)))
         series['vcpu_current'].append((dom, s.vcpus))
         series['vcpu_maximum'].append((dom, s.vcpus))
-        for vcpu, seconds in vcpu_seconds(d):
-            series['vcpu_state'].append(({'domain': d.name, 'vcpu': vcpu}, 1))
-            series['vcpu_time'].append(({'domain': d.name, 'vcpu': vcpu}, seconds))
+        for (vcpu, seconds), (_, delay) in zip(vcpu_seconds(d),
+                                               vcpu_seconds(d, d.delay_seconds)):
+            labels = {'domain': d.name, 'vcpu': vcpu}
+            series['vcpu_state'].append((labels, 1))
+            series['vcpu_time'].append((labels, seconds))
+            series['vcpu_delay'].append((labels, delay))
 
     def kib(field):
         return [(labels, _bytes(value)) for labels, value in series['balloon.' + field]]
@@ -755,6 +758,9 @@ def render_inovex(view):
     e.add('libvirt_domain_vcpu_state', 'gauge', 'State of the vCPU.', series['vcpu_state'])
     e.add('libvirt_domain_vcpu_time_seconds_total', 'counter', 'Time spent by the virtual CPU.',
           series['vcpu_time'])
+    e.add('libvirt_domain_vcpu_delay_seconds_total', 'counter',
+          'Time the vCPU spent waiting in the queue instead of running. Exposed to the VM as '
+          'steal time.', series['vcpu_delay'])
     return e.text()
 
 
@@ -779,11 +785,14 @@ def render_tinkoff(view):
         series['vstate'].append((dom, d.state))
         if d.state == DOMAIN_RUNNING:
             stats = balloon(d, view.now)
-            for vcpu, seconds in vcpu_seconds(d):
+            for (vcpu, seconds), (_, delay) in zip(vcpu_seconds(d),
+                                                   vcpu_seconds(d, d.delay_seconds)):
                 labels = {'domain': d.name, 'vcpu': vcpu}
                 series['vcpu_state'].append((labels, 1))
                 series['vcpu_time'].append((labels, seconds))
                 series['vcpu_cpu'].append((labels, pcpu(d, int(vcpu), threads)))
+                # DelaySet: libvirt 7.2 and later report it for every vCPU
+                series['vcpu_delay'].append((labels, delay))
         else:
             # the memory stats call fails on a stopped domain: all 0
             stats = dict.fromkeys(balloon(d, view.now), 0)
@@ -807,6 +816,10 @@ def render_tinkoff(view):
           series['vcpu_state'])
     e.add('libvirt_domain_vcpu_time_seconds_total', 'counter',
           "Amount of CPU time used by the domain's VCPU, in seconds.", series['vcpu_time'])
+    e.add('libvirt_domain_vcpu_delay_seconds_total', 'counter',
+          "Amount of CPU time used by the domain's VCPU, in seconds. Vcpu's delay metric. "
+          'Time the vcpu thread was enqueued by the host scheduler, but was waiting in the '
+          'queue instead of running. Exposed to the VM as a steal time.', series['vcpu_delay'])
     e.add('libvirt_domain_vcpu_cpu', 'gauge',
           'Real CPU number, or one of the values from virVcpuHostCpuState', series['vcpu_cpu'])
     m = 'libvirt_domain_memory_stats_'
@@ -860,6 +873,7 @@ def render_vexxhost(view):
         for field in ('swap_in', 'swap_out', 'major_fault', 'minor_fault', 'unused',
                       'available', 'rss', 'usable', 'disk_caches'):
             series['balloon.' + field].append((key, stats[field]))
+        # of libvirt's vcpu.<n>.* it reads state and time only: no delay
         for vcpu, seconds in vcpu_seconds(d):
             series['vcpu_state'].append(({'uuid': s.id, 'vcpu': vcpu}, 1))
             series['vcpu_time'].append(({'uuid': s.id, 'vcpu': vcpu}, seconds * 1e9))
@@ -900,7 +914,11 @@ def render_vexxhost(view):
 
 
 def render_kumina(view):
-    """kumina libvirt_exporter 0.2.0 (Debian's) with --libvirt.export-nova-metadata."""
+    """kumina libvirt_exporter 0.2.0 (Debian's) with --libvirt.export-nova-metadata.
+
+    It reads no vCPU statistics: no delay, here as from the real one that
+    RealExporters runs on libvirt's test driver.
+    """
     active = [d for d in domains(view) if d.state != DOMAIN_SHUTOFF]
     series = collections.defaultdict(list)
     for d in active:

@@ -493,10 +493,12 @@ class FlavourTestCase(unittest.TestCase):
         self.model = exporter.Model()
         self.model.update(self.hosts, self.servers, T0)
 
-    def scrape(self, flavour, role, hypervisor='hv01.devcloud.test', now=T0 + 10):
-        text = exporter.Exporter(self.model, exporter.FLAVOURS[flavour],
+    def text(self, flavour, role, hypervisor='hv01.devcloud.test', now=T0 + 10):
+        return exporter.Exporter(self.model, exporter.FLAVOURS[flavour],
                                  exporter.machine_uname()).render(role, hypervisor, now)
-        return parse(text)
+
+    def scrape(self, flavour, role, hypervisor='hv01.devcloud.test', now=T0 + 10):
+        return parse(self.text(flavour, role, hypervisor, now))
 
 
 class NodeExporterTest(FlavourTestCase):
@@ -591,6 +593,16 @@ class LibvirtExporterTest(FlavourTestCase):
             dict(lbls)['vcpu']: v for (n, lbls), v in samples.items()
             if n == 'libvirt_domain_vcpu_time_seconds_total'
             and ('domain', 'instance-00000001') in lbls})
+        # libvirt reports a delay for every vCPU of an active domain: 0 here,
+        # the host has room
+        delay = 'libvirt_domain_vcpu_delay_seconds_total'
+        self.assertEqual('counter', types[delay])
+        self.assertEqual({('domain', 'vcpu')}, label_sets(samples, delay))
+        vcpus = {'instance-00000001': 2, 'instance-00000002': 1, 'instance-00000004': 4}
+        self.assertEqual({(d, str(i)) for d, n in vcpus.items() for i in range(n)},
+                         {(dict(lbls)['domain'], dict(lbls)['vcpu']) for (n, lbls) in samples
+                          if n == delay})
+        self.assertEqual({0.0}, {v for (n, _), v in samples.items() if n == delay})
         self.memory_in_bytes(samples, 'current_balloon_bytes')
 
     def memory_in_bytes(self, samples, balloon):
@@ -657,6 +669,14 @@ class LibvirtExporterTest(FlavourTestCase):
         self.memory_in_bytes(samples, 'actual_balloon_bytes')
         self.assertAlmostEqual(10.0, series_of(
             samples, 'libvirt_domain_info_cpu_time_seconds_total')['instance-00000001'])
+        # a delay per vCPU of the running domains, as their time; 0 here
+        delay = 'libvirt_domain_vcpu_delay_seconds_total'
+        self.assertEqual('counter', types[delay])
+        self.assertEqual(label_sets(samples, 'libvirt_domain_vcpu_time_seconds_total'),
+                         label_sets(samples, delay))
+        self.assertEqual(RUNNING, set(series_of(samples, delay)))
+        self.assertEqual(6, len([1 for (n, _) in samples if n == delay]))
+        self.assertEqual({0.0}, {v for (n, _), v in samples.items() if n == delay})
 
     def test_vexxhost(self):
         a = self.scrape('helm', 'libvirt')[0]
@@ -705,6 +725,46 @@ class LibvirtExporterTest(FlavourTestCase):
                    and ('domain', 'instance-00000004') in lbls)
         self.assertEqual({'name': 'vm4', 'flavor': 'm1.large', 'project_name': 'admin'},
                          {k: vm4[k] for k in ('name', 'flavor', 'project_name')})
+
+    def test_delay_on_an_oversubscribed_host(self):
+        # vm1 (2 vCPUs), vm4 and vm7 (4 each) ask all of them: 10 + 0.16 of
+        # 8 threads. vm1 gets its 2, vm4 and vm7 (8 - 0.16 - 2) / 2 = 2.92
+        # each and wait 1.08 per second, a quarter of it on each vCPU.
+        busy = {'devcloud:cpu': '1', 'devcloud:mem': '0.5'}
+        servers = [_server(1, 'hv01.devcloud.test', metadata=busy),
+                   _server(4, 'hv01.devcloud.test', vcpus=4, metadata=busy),
+                   _server(7, 'hv01.devcloud.test', vcpus=4, metadata=busy)]
+        source = fake_source(self, servers=servers)
+        self.model = exporter.Model()
+        self.model.update(source.hosts(), source.servers(), T0)
+        want = {('instance-00000001', '0'): 0.0, ('instance-00000001', '1'): 0.0}
+        want.update({('instance-%08x' % n, str(i)): 2.7 for n in (4, 7) for i in range(4)})
+        delay = 'libvirt_domain_vcpu_delay_seconds_total'
+        for flavour, help_text in (
+                ('kolla', 'Time the vCPU spent waiting in the queue instead of running. '
+                          'Exposed to the VM as steal time.'),
+                ('kolla-legacy', "Amount of CPU time used by the domain's VCPU, in seconds. "
+                                 "Vcpu's delay metric. Time the vcpu thread was enqueued by "
+                                 'the host scheduler, but was waiting in the queue instead of '
+                                 'running. Exposed to the VM as a steal time.')):
+            text = self.text(flavour, 'libvirt')
+            self.assertIn('# HELP %s %s\n# TYPE %s counter\n' % (delay, help_text, delay),
+                          text)
+            samples = parse(text)[0]
+            got = {(dict(lbls)['domain'], dict(lbls)['vcpu']): round(v, 9)
+                   for (n, lbls), v in samples.items() if n == delay}
+            self.assertEqual(want, got, flavour)
+            # what they ran: vm4 2.92 of the 4 cores it asked for, in 10 s
+            time = {(dict(lbls)['domain'], dict(lbls)['vcpu']): round(v, 9)
+                    for (n, lbls), v in samples.items()
+                    if n == 'libvirt_domain_vcpu_time_seconds_total'}
+            self.assertEqual(7.3, time[('instance-00000004', '3')], flavour)
+            self.assertAlmostEqual(29.2, series_of(
+                samples, 'libvirt_domain_info_cpu_time_seconds_total')['instance-00000004'])
+        # kumina and vexxhost export no delay
+        for flavour in ('debian', 'helm'):
+            types = self.scrape(flavour, 'libvirt')[1]
+            self.assertEqual([], [name for name in types if 'delay' in name], flavour)
 
     def test_an_empty_hypervisor(self):
         for flavour in exporter.FLAVOURS:
