@@ -118,7 +118,8 @@ fresh, monotonic value.  What the series show:
   ``node_pressure_memory_stalled_seconds_total`` (rate p_mem / 2), io 0;
 * per domain: CPU time at got while running and, where the exporter shows
   it, delay at ask - got (libvirt reports it, 0 or not, for every vCPU of
-  an active domain), both spread evenly over its vCPUs; assigned
+  an active domain), both spread evenly over its vCPUs, and a vCPU wait
+  of 0 (libvirt's without schedstats); assigned
   memory (balloon) = maximum = the flavor's RAM; resident (rss) = mem_frac
   * RAM + 160 MiB of QEMU's own, so it can exceed the maximum; in the
   guest, 97 % of the RAM is visible (``available``) and mem_frac of that is
@@ -184,6 +185,10 @@ QEMU_OVERHEAD_MIB = 160         # a QEMU process's own resident memory
 GUEST_VISIBLE_PERCENT = 97      # of its RAM a guest kernel shows as MemTotal
 GUEST_CACHE_PERCENT = 25        # of a guest's usable memory that is page cache
 BALLOON_PERIOD = 10             # Nova's [libvirt] mem_stats_period_seconds
+# libvirt reports vcpu.<n>.wait for every vCPU of an active domain: the
+# wait_sum of /proc/<pid>/task/<tid>/sched, 0 when the line is missing, as
+# it is while kernel.sched_schedstats is off (the default).
+VCPU_WAIT = 0
 
 DOMAIN_RUNNING, DOMAIN_PAUSED, DOMAIN_SHUTOFF = 1, 3, 5
 
@@ -712,6 +717,7 @@ def render_inovex(view):
             series['vcpu_state'].append((labels, 1))
             series['vcpu_time'].append((labels, seconds))
             series['vcpu_delay'].append((labels, delay))
+            series['vcpu_wait'].append((labels, VCPU_WAIT))
 
     def kib(field):
         return [(labels, _bytes(value)) for labels, value in series['balloon.' + field]]
@@ -761,6 +767,9 @@ def render_inovex(view):
     e.add('libvirt_domain_vcpu_delay_seconds_total', 'counter',
           'Time the vCPU spent waiting in the queue instead of running. Exposed to the VM as '
           'steal time.', series['vcpu_delay'])
+    e.add('libvirt_domain_vcpu_wait_seconds_total', 'counter',
+          'Time the vCPU wants to run, but the host scheduler has something else running '
+          'ahead of it.', series['vcpu_wait'])
     return e.text()
 
 
@@ -793,6 +802,7 @@ def render_tinkoff(view):
                 series['vcpu_cpu'].append((labels, pcpu(d, int(vcpu), threads)))
                 # DelaySet: libvirt 7.2 and later report it for every vCPU
                 series['vcpu_delay'].append((labels, delay))
+                series['vcpu_wait'].append((labels, VCPU_WAIT))     # WaitSet
         else:
             # the memory stats call fails on a stopped domain: all 0
             stats = dict.fromkeys(balloon(d, view.now), 0)
@@ -820,6 +830,8 @@ def render_tinkoff(view):
           "Amount of CPU time used by the domain's VCPU, in seconds. Vcpu's delay metric. "
           'Time the vcpu thread was enqueued by the host scheduler, but was waiting in the '
           'queue instead of running. Exposed to the VM as a steal time.', series['vcpu_delay'])
+    e.add('libvirt_domain_vcpu_wait_seconds_total', 'counter',
+          "Vcpu's wait_sum metric. CONFIG_SCHEDSTATS has to be enabled", series['vcpu_wait'])
     e.add('libvirt_domain_vcpu_cpu', 'gauge',
           'Real CPU number, or one of the values from virVcpuHostCpuState', series['vcpu_cpu'])
     m = 'libvirt_domain_memory_stats_'

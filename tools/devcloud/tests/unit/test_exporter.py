@@ -766,6 +766,28 @@ class LibvirtExporterTest(FlavourTestCase):
             types = self.scrape(flavour, 'libvirt')[1]
             self.assertEqual([], [name for name in types if 'delay' in name], flavour)
 
+    def test_vcpu_wait_is_there_and_0(self):
+        # libvirt reports vcpu.<n>.wait beside time and delay, 0 without
+        # schedstats: inovex and Tinkoff show it, for the vCPUs they show
+        wait = 'libvirt_domain_vcpu_wait_seconds_total'
+        for flavour, help_text in (
+                ('kolla', 'Time the vCPU wants to run, but the host scheduler has something '
+                          'else running ahead of it.'),
+                ('kolla-legacy', "Vcpu's wait_sum metric. CONFIG_SCHEDSTATS has to be "
+                                 'enabled')):
+            text = self.text(flavour, 'libvirt')
+            self.assertIn('# HELP %s %s\n# TYPE %s counter\n' % (wait, help_text, wait), text)
+            samples = parse(text)[0]
+            keys = {lbls for (n, lbls) in samples if n == wait}
+            # vm1, vm2 (paused) and vm4's 2 + 1 + 4 vCPUs; Tinkoff lists no paused ones
+            self.assertEqual({'kolla': 7, 'kolla-legacy': 6}[flavour], len(keys))
+            self.assertEqual({lbls for (n, lbls) in samples
+                              if n == 'libvirt_domain_vcpu_delay_seconds_total'}, keys)
+            self.assertEqual({0.0}, {v for (n, _), v in samples.items() if n == wait})
+        for flavour in ('debian', 'helm'):
+            types = self.scrape(flavour, 'libvirt')[1]
+            self.assertEqual([], [name for name in types if 'wait' in name], flavour)
+
     def test_an_empty_hypervisor(self):
         for flavour in exporter.FLAVOURS:
             samples, _ = self.scrape(flavour, 'libvirt', 'hv02.devcloud.test')
