@@ -103,6 +103,13 @@ class TestOverloadedHost(base.DevcloudTestCase):
                       message='hv01 CPU busy')
         self.assertLess(base.by_host(CPU)['hv02'], 0.2)
         self.assertGreater(base.by_host(CPU_PRESSURE)['hv01'], 0.1)
+        # Their CPU times show what they got, not what they ask: together
+        # the 16 threads less the host's own 2 %.
+        on_hv01 = {s.id for s in base.connection().compute.servers(
+            all_projects=True) if s.compute_host == 'hv01'}
+        cpu = base.server_cpu()
+        self.assertAlmostEqual(16 * 0.98, sum(cpu[i] for i in on_hv01),
+                               delta=0.3)
 
     def test_host_metrics_follow_a_live_migration(self):
         self.wait_for_fresh_series()

@@ -120,6 +120,14 @@ class TestExporterFlavours(base.DevcloudTestCase):
         cpu = base.server_cpu('30s')
         self.assertEqual(set(self.domains(states)), set(cpu))
 
+    def check_vcpu_delay(self, states):
+        """Time and delay for each vCPU of the domains in states."""
+        names = {s.instance_name: s.flavor.vcpus for s in self.domains(states).values()}
+        for family in ('time', 'delay'):
+            metric = 'libvirt_domain_vcpu_%s_seconds_total' % family
+            self.assertEqual({('domain', 'instance', 'job', 'vcpu')}, self.label_keys(metric))
+            self.assertEqual(names, self.values('count by (domain) (%s)' % metric, 'domain'))
+
     # ------------------------------------------------------------ flavours
 
     def test_debian(self):
@@ -205,6 +213,7 @@ class TestExporterFlavours(base.DevcloudTestCase):
                                                  'domain')))
         self.assertEqual(active, set(self.values('libvirt_domain_memory_stats_used_percent',
                                                  'domain')))
+        self.check_vcpu_delay(('running', 'paused'))
 
     def test_kolla_legacy(self):
         self.switch('kolla-legacy')
@@ -221,3 +230,4 @@ class TestExporterFlavours(base.DevcloudTestCase):
         self.assertEqual(set(self.domains(('running', 'shutoff'))), set(meta))
         self.assertEqual({('domain', 'instance', 'job')},
                          self.label_keys('libvirt_domain_memory_stats_actual_balloon_bytes'))
+        self.check_vcpu_delay(('running',))
