@@ -389,6 +389,11 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        ceiling)
 
 
+# An operator's target placement is theirs to make: only the ceiling,
+# which they can raise, bounds the load it brings.
+TARGET_FILTERS = tuple(f for f in DESTINATION_FILTERS if f is not saturation)
+
+
 def why_not_destination(server, dest, state, rules):
     return first_reason(DESTINATION_FILTERS, server, dest, state, rules)
 

@@ -126,7 +126,8 @@ class _Finder:
                 if used > inv.capacity:
                     problems.append('%s would hold %d %s, above its capacity '
                                     '%g' % (name, used, rc, inv.capacity))
-            demand = filters.saturated(final, name)
+            demand = filters.saturated(final, name) \
+                if filters.saturation in self.movable.destinations else None
             if demand is not None:
                 problems.append('%s would be CPU saturated: its servers '
                                 'would ask for %.1f of its %d threads' % (

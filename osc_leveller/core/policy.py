@@ -11,7 +11,8 @@ move, and for balancing one of its own.
 - PLACEMENT (plan --target): what Nova refuses, locks and opt-outs, and the
   projects and hypervisors the options select. An operator's target does
   not wait for a cooldown, nor need to even out the load; it may send a
-  server back where it was.
+  server back where it was, and onto a saturated hypervisor below the
+  ceiling.
 - DRAIN (evacuate): maintenance overrides what only balancing cares about
   (cooldown, scope). Stopped servers stay, unless DRAIN_COLD migrates them
   cold.
@@ -89,7 +90,8 @@ BALANCE = Policy('balance', _NOVA + (
 # A server its exchange parked a moment ago: the cooldown it is in is the
 # one that parking move started.
 BALANCE_AGAIN = BALANCE.without(filters.cooldown)
-PLACEMENT = Policy('placement', _NOVA + (filters.source_in_scope,))
+PLACEMENT = Policy('placement', _NOVA + (filters.source_in_scope,),
+                   filters.TARGET_FILTERS)
 _DRAIN = (migratable, live_blockers, filters.task_state, filters.locked,
           filters.migration_in_flight, filters.opted_out)
 DRAIN = Policy('drain', (stopped_stay,) + _DRAIN)

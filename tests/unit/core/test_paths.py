@@ -173,6 +173,22 @@ class TestFindPath(unittest.TestCase):
             paths.find_path(snap, {'id-a': 'hv2'}, OPTIONS)
         self.assertIn('affinity group db would be split', str(cm.exception))
 
+    def test_an_operator_target_may_saturate_below_the_ceiling(self):
+        """hv2 has 28.8 of its 32 threads busy; the 8 a server asks for
+        would saturate it. Balancing and drains refuse that, an operator's
+        target does not: the ceiling, theirs to set, bounds it."""
+        snap = b.snapshot(hosts(2, cpu=0.9), [
+            b.server('a', 'hv1', vcpus=8, cpu=1.0)])
+        path = paths.find_path(snap, {'id-a': 'hv2'}, OPTIONS)
+        self.assertEqual(['hv2'], [m.destination for m in path.moves])
+        state = state_mod.new_state(snap)
+        rules = filters.Rules(snap, OPTIONS)
+        args = snap.server('id-a'), snap.hypervisor('hv2'), state, rules
+        self.assertIsNone(policy.PLACEMENT.why_not_destination(*args))
+        for kind in (policy.BALANCE, policy.DRAIN):
+            self.assertIn('CPU would be saturated',
+                          kind.why_not_destination(*args))
+
     def test_cooldown_does_not_block_an_operator_target(self):
         migration = {'server_id': 'id-a', 'status': 'completed',
                      'created_at': b.TAKEN_AT, 'updated_at': b.TAKEN_AT}
