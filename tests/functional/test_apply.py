@@ -217,10 +217,33 @@ class TestApplyGuards(ApplyTestCase):
                               for r in rows])
             self.assertEqual(target, self.host_of('web-1'))
 
+    def calm_hv01(self):
+        """hv01's busy servers at 40 %, so that it is hot but not
+        saturated (no move onto a saturated hypervisor passes): 6 x 4 x 0.4
+        + 2 x 2 x 0.9 at most, and the host's own, of 16 threads. The
+        scenario's load back at cleanup."""
+        busy = sorted(s['Name'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')
+            if s['Name'].startswith('busy-'))
+
+        def load(cpu):
+            for name in busy:
+                base.openstack('server', 'set', '--property',
+                               'devcloud:cpu=%s' % cpu, name, parse=False)
+        self.addCleanup(load, '0.9')
+        load('0.4')
+
+        def calm():
+            rows = base.openstack('leveller', 'score')
+            cpu = {r['Hypervisor']: r['CPU %'] for r in rows}
+            return cpu[self.node['hv01']] < 95
+        base.wait_for(calm, 120, interval=5, message='hv01 below its threads')
+
     def test_an_exchange_runs_whole_in_one_batch(self):
         # An exchange as the planner writes it when no single move helps:
         # a busy server of hv01 parks, an idle one takes its place, the busy
         # one moves on. Its second move follows a migration seconds old.
+        self.calm_hv01()
         path, document = self.plan_file('--max-moves', '1')
         busy = document['moves'][0]
         hot = self.host[busy['source']]  # service hosts from here on
