@@ -25,7 +25,7 @@ import time
 from osc_leveller.core import checks
 from osc_leveller.core import errors
 from osc_leveller.core import filters
-from osc_leveller.core import lasting
+from osc_leveller.core import forecast
 from osc_leveller.core import model
 from osc_leveller.core import state as state_mod
 
@@ -428,9 +428,9 @@ class _View:
             self.snapshot = actions.snapshot(moves=around)
             self.covers = {id(m) for m in around}
         self.rules = filters.Rules(self.snapshot, planner_options)
-        # Checked on the load the plan was made on: the load that lasted,
-        # when the snapshot has it.
-        self.state = state_mod.new_state(lasting.view(self.snapshot),
+        # Checked on the load the plan was made on: the load that lasted
+        # and the load to come, when the snapshot has them.
+        self.state = state_mod.new_state(forecast.planned(self.snapshot),
                                          planner_options.weights)
         for move in chosen:
             self.state.apply(move.server_id, move.destination)

@@ -119,6 +119,8 @@ class HostMetrics:
     ram_pressure: float = None
     # The same averaged over the snapshot's lasting period, or None.
     lasting: 'HostMetrics' = None
+    # The same over the period ahead, on past days (Forecast), or None.
+    forecast: 'HostMetrics' = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +205,8 @@ class ServerUsage:
     cpu_steal: float = None
     # The same averaged over the snapshot's lasting period, or None.
     lasting: 'ServerUsage' = None
+    # The same over the period ahead, on past days (Forecast), or None.
+    forecast: 'ServerUsage' = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,6 +271,17 @@ class Migration:
 
 
 @dataclasses.dataclass(frozen=True)
+class Forecast:
+    """What the forecast figures of a snapshot are: each figure's average
+    over the period that followed this time of day (ahead: '1h'), on each
+    of the days before; weight: its share of the load a plan is made on."""
+
+    ahead: str
+    days: int
+    weight: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Snapshot:
     """The whole cloud as the planner sees it at one moment."""
 
@@ -278,6 +293,7 @@ class Snapshot:
     source: types.MappingProxyType = _empty()
     # The period the metrics' lasting figures cover ('3h'), or ''.
     lasting: str = ''
+    forecast: Forecast = None
 
     def __post_init__(self):
         by_name = {h.name: h for h in self.hypervisors}

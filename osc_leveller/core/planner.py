@@ -37,7 +37,7 @@ from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import held
-from osc_leveller.core import lasting
+from osc_leveller.core import forecast
 from osc_leveller.core import objective
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
@@ -52,7 +52,7 @@ TARGET_SHARE = 0.9
 class Planner:
     def __init__(self, snapshot, options):
         self.measured = snapshot
-        snapshot = self.snapshot = lasting.view(snapshot)
+        snapshot = self.snapshot = forecast.planned(snapshot)
         self.options = options.validate()
         self.state = state_mod.new_state(snapshot, options.weights)
         self.model = self.state.load_model
@@ -126,14 +126,14 @@ class Planner:
                               held=held_back)
 
     def _momentary(self, before):
-        """{domain: why}: above the threshold now, not on the load that
-        lasted."""
+        """{domain: why}: above the threshold now, not on the load planned
+        on (the load that lasted, the load to come)."""
         if self.measured is self.snapshot:
             return {}
         now = self.stats(state_mod.new_state(self.measured,
                                              self.options.weights))
-        return lasting.momentary(now, before, self.options.threshold,
-                                 self.measured.lasting)
+        return forecast.held(now, before, self.options.threshold,
+                             self.measured)
 
     def target(self):
         """The imbalance a domain above the threshold is brought down to."""

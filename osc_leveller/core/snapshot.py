@@ -203,6 +203,8 @@ def _build(doc):
         taken_at=parse_time(doc['taken_at'], 'taken_at'),
         source=model.frozen_mapping(doc.get('source')),
         lasting=doc.get('lasting') or '',
+        forecast=model.Forecast(**doc['forecast']) if doc.get('forecast')
+        else None,
     )
 
 
@@ -260,10 +262,12 @@ def _hypervisor(data, path):
 
 
 def _metrics(data):
-    """HostMetrics from a document's mapping, with its lasting ones."""
-    lasting = data.get('lasting')
+    """HostMetrics from a document's mapping, with its lasting and
+    forecast ones."""
+    lasting, forecast = data.get('lasting'), data.get('forecast')
     return model.HostMetrics(**dict(
-        data, lasting=model.HostMetrics(**lasting) if lasting else None))
+        data, lasting=model.HostMetrics(**lasting) if lasting else None,
+        forecast=model.HostMetrics(**forecast) if forecast else None))
 
 
 def _fill_usages(hypervisors, servers, raw):
@@ -312,11 +316,12 @@ _NO_USAGE = model.ServerUsage()
 
 
 def _usage(data):
-    lasting = data.get('lasting')
+    lasting, forecast = data.get('lasting'), data.get('forecast')
     return model.make(model.ServerUsage, {
         'cpu': data.get('cpu'), 'ram': data.get('ram'),
         'cpu_steal': data.get('cpu_steal'),
-        'lasting': _usage(dict(lasting, lasting=None)) if lasting else None})
+        'lasting': _usage(lasting) if lasting else None,
+        'forecast': _usage(forecast) if forecast else None})
 
 
 def _flavor(data, flavors):
@@ -381,6 +386,8 @@ def to_document(snap):
     }
     if snap.lasting:
         doc['lasting'] = snap.lasting
+    if snap.forecast:
+        doc['forecast'] = dataclasses.asdict(snap.forecast)
     return doc
 
 
@@ -413,13 +420,17 @@ def _hypervisor_doc(h):
 
 
 def _figures_doc(figures):
-    """The known figures of a HostMetrics or ServerUsage, lasting ones
-    nested."""
+    """The known figures of a HostMetrics or ServerUsage, lasting and
+    forecast ones nested."""
     doc = {k: v for k, v in vars(figures).items()
-           if v is not None and k != 'lasting'}
-    if figures.lasting is not None:
-        doc['lasting'] = _figures_doc(figures.lasting)
+           if v is not None and k not in _NESTED}
+    for key in _NESTED:
+        if getattr(figures, key) is not None:
+            doc[key] = _figures_doc(getattr(figures, key))
     return doc
+
+
+_NESTED = ('lasting', 'forecast')
 
 
 def _server_doc(s):
