@@ -11,6 +11,7 @@ document by cloud/document.py and checked as cloud/answers.py says.
 """
 
 import concurrent.futures
+import dataclasses
 import datetime
 import json
 import threading
@@ -462,6 +463,16 @@ def add_metrics(document, reading):
             server['usage'] = reading.server(server['id'])
     if reading.lasting_hosts or reading.lasting_servers:
         document['lasting'] = reading.lasting
+    if reading.forecast_hosts or reading.forecast_servers:
+        document['forecast'] = dataclasses.asdict(reading.forecast)
+    elif reading.forecast:
+        days = reading.forecast.days
+        reading.notes.append(
+            'no forecast: Prometheus has no series over the %s ahead of '
+            'this time on %s (retention, or a new cloud): planned on the '
+            'load of now' % (reading.forecast.ahead, 'the day before'
+                             if days == 1 else 'each of the last %d days' %
+                             days))
     found = coverage.build(document, reading)
     notes = [document['source']['note']] if 'note' in document['source'] \
         else []

@@ -23,6 +23,8 @@ import urllib.parse
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import config
+from osc_leveller.core import model
 
 # {window}: the rate() window; {label}: the labels that tell targets apart.
 HOST_QUERIES = {
@@ -37,6 +39,7 @@ HOST_METRICS = ('cpu', 'ram')  # without these a host has no usable metrics
 PRESSURE = ('cpu_pressure', 'ram_pressure')
 IDENTITY = ('node_uname_info', 'node_memory_MemTotal_bytes')
 RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
+DAY = 86400
 
 
 @dataclasses.dataclass
@@ -56,22 +59,30 @@ class Reading:
     lasting: str = ''
     lasting_hosts: dict = dataclasses.field(default_factory=dict)
     lasting_servers: dict = dataclasses.field(default_factory=dict)
+    # The same over the period ahead on past days (a model.Forecast).
+    forecast: object = None
+    forecast_hosts: dict = dataclasses.field(default_factory=dict)
+    forecast_servers: dict = dataclasses.field(default_factory=dict)
 
     def host(self, name):
-        """A host's figures as a snapshot writes them (lasting ones
-        nested), or None."""
-        return _nested(self.hosts.get(name), self.lasting_hosts.get(name))
+        """A host's figures as a snapshot writes them (lasting and
+        forecast ones nested), or None."""
+        return _nested(self.hosts.get(name), self.lasting_hosts.get(name),
+                       self.forecast_hosts.get(name))
 
     def server(self, server_id):
         """A server's figures as a snapshot writes them, or None."""
         return _nested(self.servers.get(server_id),
-                       self.lasting_servers.get(server_id))
+                       self.lasting_servers.get(server_id),
+                       self.forecast_servers.get(server_id))
 
 
-def _nested(figures, lasting):
-    if not figures or not lasting:
+def _nested(figures, lasting, forecast):
+    if not figures:
         return figures
-    return dict(figures, lasting=lasting)
+    nested = {k: v for k, v in (('lasting', lasting),
+                                ('forecast', forecast)) if v}
+    return dict(figures, **nested) if nested else figures
 
 
 class Reader:
@@ -80,7 +91,7 @@ class Reader:
     def __init__(self, client, queries=None, server_queries=None,
                  window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
                  host_match=hostmatch.METHODS, server_profile='auto',
-                 lasting=''):
+                 lasting='', forecast=None):
         self.client = client
         self.queries = dict(HOST_QUERIES if queries is None else queries)
         self.server_queries = {m: q for m, q in
@@ -91,6 +102,7 @@ class Reader:
         self.host_match = tuple(host_match)
         self.server_profile = server_profile
         self.lasting = lasting
+        self.forecast = forecast  # a model.Forecast, or None
 
     def _render(self, template):
         label = ', '.join(['instance', 'job'] + (
@@ -111,7 +123,13 @@ class Reader:
             matcher = self._match(hypervisors, reading)
             self._hosts(matcher, hypervisors, reading)
             if self.lasting:
-                self._lasting_hosts(matcher, reading)
+                reading.lasting = self.lasting
+                reading.lasting_hosts = self._other_hosts(
+                    matcher, reading, self._over)
+            if self.forecast:
+                reading.forecast = self.forecast
+                reading.forecast_hosts = self._other_hosts(
+                    matcher, reading, self._ahead)
             self._servers(matcher, servers, reading)
         except prometheus.Unreachable as exc:
             return Reading(unreachable=str(exc))
@@ -121,6 +139,17 @@ class Reader:
         """The query averaged over the lasting period (a subquery at
         Prometheus' default resolution)."""
         return 'avg_over_time((%s)[%s:])' % (promql, self.lasting)
+
+    def _ahead(self, promql):
+        """The query over the period ahead of this time of day, averaged
+        over the past days: a series missing on any day has none."""
+        ahead = self.forecast.ahead
+        back = config.seconds(ahead)
+        days = self.forecast.days
+        terms = ['avg_over_time((%s)[%s:] offset %ds)' % (
+            promql, ahead, day * DAY - back) for day in range(1, days + 1)]
+        return terms[0] if days == 1 else '(%s) / %d' % (
+            ' + '.join(terms), days)
 
     # ------------------------------------------------------------ hosts
     def _match(self, hypervisors, reading):
@@ -192,22 +221,22 @@ class Reader:
         reading.hosts = {n: v for n, v in values.items() if n not in problems}
         reading.problems = problems
 
-    def _lasting_hosts(self, matcher, reading):
-        """The lasting figures of the hosts read: one series each, in
-        0..1, or none for that figure."""
+    def _other_hosts(self, matcher, reading, transform):
+        """The lasting or forecast figures (transform: _over, _ahead) of
+        the hosts read: one series each, in 0..1, or none for that
+        figure."""
         found = collections.defaultdict(dict)
         for metric, template in self.queries.items():
             seen = collections.defaultdict(list)
             for labels, value in self.client.query(
-                    self._over(self._render(template))):
+                    transform(self._render(template))):
                 name = self._host_of(matcher, labels)
                 if name in reading.hosts:
                     seen[name].append(_fraction(value))
             for name, values in seen.items():
                 if len(values) == 1 and values[0] is not None:
                     found[name][metric] = values[0]
-        reading.lasting = self.lasting
-        reading.lasting_hosts = dict(found)
+        return dict(found)
 
     def _unseen(self, name, metric, matcher, reading):
         if name not in matcher.series:
@@ -246,12 +275,15 @@ class Reader:
         reading.profiles = self._profiles()
         found = collections.defaultdict(list)  # (id, metric): [(where, x)]
         lasted = collections.defaultdict(list)
+        ahead = collections.defaultdict(list)
         for profile in reading.profiles:
             for metric, template in profile.queries.items():
                 promql = template.format(window=self.window)
                 asked = [(found, promql)]
                 if self.lasting:
                     asked.append((lasted, self._over(promql)))
+                if self.forecast:
+                    asked.append((ahead, self._ahead(promql)))
                 for into, query in asked:
                     for labels, value in self.client.query(query):
                         uuid = libvirt.server_id(labels, profile)
@@ -262,11 +294,14 @@ class Reader:
         if callable(servers):
             servers = servers()
         # A server's series on the hypervisor Nova has it on: since it
-        # arrived there, what it has kept up.
-        for (uuid, metric), series in sorted(lasted.items()):
-            value = _one(series, servers.get(uuid))
-            if value is not None and uuid in servers:
-                reading.lasting_servers.setdefault(uuid, {})[metric] = value
+        # arrived there, what it has kept up. On past days, the one
+        # series it had wherever it was.
+        for into, other in ((reading.lasting_servers, lasted),
+                            (reading.forecast_servers, ahead)):
+            for (uuid, metric), series in sorted(other.items()):
+                value = _one(series, servers.get(uuid))
+                if value is not None and uuid in servers:
+                    into.setdefault(uuid, {})[metric] = value
         moving, unsure = set(), set()
         for (uuid, metric), series in sorted(found.items()):
             if uuid not in servers:
@@ -362,4 +397,9 @@ def reader_from_settings(settings):
                   host_pattern=settings.get('host_pattern', r'^([^:]+)'),
                   host_match=settings.get('host_match', hostmatch.METHODS),
                   server_profile=settings.get('server_profile', 'auto'),
-                  lasting=settings.get('lasting') or '')
+                  lasting=settings.get('lasting') or '',
+                  forecast=model.Forecast(
+                      settings.get('forecast_ahead') or '1h',
+                      settings['forecast_days'],
+                      settings.get('forecast_weight', 0.5))
+                  if settings.get('forecast_days') else None)

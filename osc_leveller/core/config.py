@@ -253,6 +253,16 @@ KEYS = (
              'Prometheus duration: 3h), and plan on the load that lasted: '
              'for each server the lower of now and its average, so a burst '
              'of the moment moves nothing (empty: off)'),
+    Key('prometheus.forecast_days', INT, 0, minimum=0, maximum=60,
+        help='Also read each figure over the period ahead '
+             '(forecast_ahead) on each of this many past days, and plan on '
+             'a blend of now and their average: load that comes at this '
+             'time of day (0: off)'),
+    Key('prometheus.forecast_ahead', DURATION, '1h', maximum=12 * 3600,
+        help='The period ahead a forecast covers: how often cron runs '
+             'apply (a Prometheus duration)'),
+    Key('prometheus.forecast_weight', FLOAT, 0.5, minimum=0, maximum=1,
+        help='Share of the forecast in the load a plan is made on'),
     Key('prometheus.host_match', LIST, HOST_MATCH, choices=HOST_MATCH,
         help='How a node_exporter target is matched to a hypervisor, tried '
              'in this order: host_label, instance as a host name, instance '
@@ -397,7 +407,20 @@ def check(key, value, where, flag=False):
         _query(value, bad)
     if key.kind == DURATION and value and not _DURATION.fullmatch(value):
         raise bad('a Prometheus duration such as 3h or 90m')
+    if key.kind == DURATION and value and key.maximum is not None and \
+            seconds(value) > key.maximum:
+        raise bad('a Prometheus duration up to %gh' % (key.maximum / 3600))
     return value
+
+
+_SECONDS = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400,
+            'w': 7 * 86400, 'y': 365 * 86400}
+
+
+def seconds(duration):
+    """The seconds of a Prometheus duration ('1h30m')."""
+    return sum(int(n) * _SECONDS[unit] for n, unit in re.findall(
+        r'([0-9]+)(ms|s|m|h|d|w|y)', duration))
 
 
 def _number(key, value, bad):

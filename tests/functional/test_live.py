@@ -5,11 +5,13 @@ import json
 import os
 import re
 import tempfile
+from unittest import mock
 
 import yaml
 
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
+from osc_leveller.core import model
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
 
@@ -283,6 +285,50 @@ class TestLiveMixed(base.DevcloudTestCase):
                 assert_between(self, lasting[m], (
                     before[1][m][server['id']], after[1][m][server['id']]),
                     0.02, '%s lasting %s' % (server['name'], m))
+
+    def test_forecast_queries_in_a_real_prometheus(self):
+        # The forecast's query, as the leveller writes it, on a day of one
+        # minute: the mean of each past "day"'s subquery, joined per series
+        # by Prometheus itself, server queries' info join included.
+        window = clouds_yaml()['clouds']['devcloud']['leveller'][
+            'prometheus']['window']
+        cpu = libvirt.PROFILES['inovex'].queries['cpu'].format(window=window)
+        with mock.patch.object(measure, 'DAY', 60):
+            asked = measure.Reader(None, forecast=model.Forecast(
+                '30s', 2, 0.5))._ahead(cpu)
+        self.assertIn('offset 90s', asked)
+        day = 'avg_over_time((%s)[30s:] offset %ds)'
+        names = {s['ID'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--status', 'ACTIVE')}
+        base.wait_for(lambda: names <= set(base.by_label(
+            day % (cpu, 90), 'instance_id')), 150,
+            message='two minutes of every running server\'s CPU')
+        before = [base.by_label(day % (cpu, s), 'instance_id')
+                  for s in (30, 90)]
+        found = base.by_label(asked, 'instance_id')
+        after = [base.by_label(day % (cpu, s), 'instance_id')
+                 for s in (30, 90)]
+        self.assertLessEqual(names, set(found))
+        for uuid in names:
+            assert_between(self, found[uuid], (
+                (before[0][uuid] + before[1][uuid]) / 2,
+                (after[0][uuid] + after[1][uuid]) / 2), 0.02, uuid)
+
+        # Set for a whole day: this devcloud has no day-old series, and
+        # says so.
+        with prometheus_settings(forecast_days=1) as env, \
+                tempfile.NamedTemporaryFile(suffix='.json') as f:
+            result = base.openstack('leveller', 'snapshot', '--output-file',
+                                    f.name, env=env, parse=False)
+            with open(f.name) as saved:
+                document = json.load(saved)
+            plan = base.openstack('leveller', 'plan', '--snapshot', f.name,
+                                  parse=False, env=env)
+        self.assertNotIn('forecast', document)
+        self.assertIn('no forecast: Prometheus has no series over the 1h '
+                      'ahead of this time on the day before',
+                      document['source']['note'])
+        self.assertNotIn('Traceback', result.stderr + plan.stderr)
 
     @staticmethod
     def _expected_usage(entry, ram_mib):

@@ -7,6 +7,7 @@ The client is a stand-in that answers each query from canned samples; the
 PromQL itself is run by a real Prometheus in the functional tests.
 """
 
+import re
 import unittest
 
 from osc_leveller.cloud import collect
@@ -15,6 +16,7 @@ from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import model
 
 REFS = [hostmatch.HostRef('hv01.example.net', 'hv01', '10.0.0.11'),
         hostmatch.HostRef('hv02.example.net', 'hv02', '10.0.0.12'),
@@ -580,3 +582,102 @@ class TestLasting(unittest.TestCase):
                     'servers': [{'id': 's1'}]}
         collect.add_metrics(document, reading)
         self.assertNotIn('lasting', document)
+
+
+class ForecastClient(FakeClient):
+    """Answers each term avg_over_time((Q)[1h:] offset Ns) of a forecast
+    from days[N], any other query as FakeClient does; a sum of terms over
+    the days is added up here, as Prometheus would, per label set."""
+
+    def __init__(self, answers, days, names=()):
+        super().__init__(answers, names)
+        self.days = {offset: FakeClient(a) for offset, a in days.items()}
+
+    def query(self, promql):
+        if 'offset' not in promql:
+            return super().query(promql)
+        self.asked.append(promql)
+        terms = re.findall(r'avg_over_time\(\((.*?)\)\[1h:\] offset (\d+)s\)',
+                           promql)
+        divisor = re.search(r'\) / (\d+)$', promql)
+        totals = None
+        for inner, offset in terms:
+            day = self.days.get(int(offset))
+            samples = {tuple(sorted(labels.items())): value for labels, value
+                       in (day.query(inner) if day else [])}
+            totals = samples if totals is None else {
+                k: totals[k] + v for k, v in samples.items() if k in totals}
+        n = int(divisor.group(1)) if divisor else 1
+        return [(dict(k), v / n) for k, v in (totals or {}).items()]
+
+
+class TestForecast(unittest.TestCase):
+    """prometheus.forecast_days: every figure also over the hour ahead of
+    this time of day, on each past day."""
+
+    FORECAST = model.Forecast('1h', 2, 0.5)
+
+    def client(self, days=(23 * 3600, 47 * 3600)):
+        lv = '10.0.0.11:9177'
+
+        def servers(cpu):
+            return [('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample(lv, 'libvirt_exporter', 'instance-1',
+                                instance_id='s1'), cpu)])]
+        answers = {days[0]: node_answers(KOLLA, cpu=[.8, .5, .1]) +
+                   servers(0.9),
+                   days[1]: node_answers(KOLLA, cpu=[.6, .5, .1]) +
+                   servers(0.7)}
+        return ForecastClient(node_answers(KOLLA) + servers(0.2), answers,
+                              names=['libvirt_domain_openstack_info'])
+
+    def test_the_hour_ahead_on_each_past_day(self):
+        client = self.client()
+        reading = read(client, {'s1': 'hv01.example.net'},
+                       forecast=self.FORECAST)
+        self.assertEqual({'s1': {'cpu': .2}}, reading.servers)
+        self.assertEqual({'s1': {'cpu': .8}}, reading.forecast_servers)
+        self.assertAlmostEqual(.7, reading.forecast_hosts[
+            'hv01.example.net']['cpu'])
+        asked = [q for q in client.asked if 'offset' in q]
+        # Each host query and each server query, once.
+        self.assertEqual(4 + 3, len(asked))
+        self.assertTrue(all(q.endswith(') / 2') for q in asked), asked)
+        self.assertTrue(all('[1h:] offset 82800s) + avg_over_time' in q
+                            and '[1h:] offset 169200s)' in q
+                            for q in asked), asked)
+        document = {'source': {}, 'hypervisors': [
+            {'name': n} for n in NAMES], 'servers': [{'id': 's1'}]}
+        collect.add_metrics(document, reading)
+        self.assertEqual({'ahead': '1h', 'days': 2, 'weight': 0.5},
+                         document['forecast'])
+        self.assertEqual({'cpu': .2, 'forecast': {'cpu': .8}},
+                         document['servers'][0]['usage'])
+        self.assertNotIn('note', document['source'])
+
+    def test_no_history_is_said(self):
+        client = self.client(days=(1, 2))  # nothing at the offsets asked
+        reading = read(client, {'s1': 'hv01.example.net'},
+                       forecast=self.FORECAST)
+        document = {'source': {}, 'hypervisors': [
+            {'name': n} for n in NAMES], 'servers': [{'id': 's1'}]}
+        collect.add_metrics(document, reading)
+        self.assertNotIn('forecast', document)
+        self.assertIn('no forecast: Prometheus has no series over the 1h '
+                      'ahead of this time on each of the last 2 days',
+                      document['source']['note'])
+
+    def test_one_day_is_one_term(self):
+        client = self.client()
+        read(client, {'s1': 'hv01.example.net'},
+             forecast=model.Forecast('30m', 1, 0.5))
+        asked = [q for q in client.asked if 'offset' in q]
+        self.assertTrue(all(q.startswith('avg_over_time((') and
+                            q.endswith(')[30m:] offset 84600s)')
+                            for q in asked), asked)
+
+    def test_not_asked_without_the_setting(self):
+        client = self.client()
+        reading = read(client, {'s1': 'hv01.example.net'})
+        self.assertFalse([q for q in client.asked if 'offset' in q])
+        self.assertIsNone(reading.forecast)
