@@ -230,6 +230,40 @@ def with_lasting(document, hours, earlier):
     return result
 
 
+def with_forecast(document, days, ahead, weight):
+    """The document with the forecast figures Prometheus gives for
+    forecast_days: each figure's mean over each past day's documents (days:
+    a list of them per day), then over the days; a figure missing on a day
+    has none. The document is left as it is."""
+    result = dict(document, forecast={'ahead': ahead, 'days': len(days),
+                                      'weight': weight})
+    for path, key in (('hypervisors', 'metrics'), ('servers', 'usage')):
+        by_id = [[{x.get('id') or x['name']: x.get(key) for x in d[path]}
+                  for d in docs] for docs in days]
+        items = []
+        for item in document[path]:
+            figures = item.get(key)
+            name = item.get('id') or item['name']
+            ahead_figures = {}
+            for field in (figures or {}):
+                if field in ('lasting', 'forecast'):
+                    continue
+                means = []
+                for docs in by_id:
+                    values = [(d.get(name) or {}).get(field) for d in docs]
+                    if any(v is None for v in values):
+                        break
+                    means.append(statistics.mean(values))
+                else:
+                    ahead_figures[field] = round(statistics.mean(means), 6)
+            if ahead_figures:
+                item = dict(item, **{key: dict(figures,
+                                               forecast=ahead_figures)})
+            items.append(item)
+        result[path] = items
+    return result
+
+
 def fair_share(servers, threads):
     """The most a vCPU gets on a host: [(cpu asked per vCPU, vCPUs, id)].
 
@@ -326,13 +360,15 @@ def levelled(world, cooldown_hours=6.0):
 
 
 def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
-           progress=None, options=None, lasting_hours=0):
+           progress=None, options=None, lasting_hours=0, forecast=None):
     """The Replay of cron running apply --batch batch every interval.
 
     batch: moves (units) a run does, None for all; none: {step: Measure}
     with no action, shared between replays of one world; options:
     PlannerOptions fields beyond the defaults and the cooldown;
-    lasting_hours: give the snapshots lasting figures over this period.
+    lasting_hours: give the snapshots lasting figures over this period;
+    forecast: (days, weight), give them forecast figures: each figure over
+    the next interval at this time on each of the past days.
     """
     options = opts.PlannerOptions(cooldown_hours=cooldown_hours,
                                   **(options or {}))
@@ -342,11 +378,15 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
     history, runs = [], []
     seen = {}  # step -> the document a run read then
     window = int(round(lasting_hours * HOUR / world.step_s))
+    per_day = int(round(24 * HOUR / world.step_s))
+    kept = max(window, (forecast[0] * per_day if forecast else 0)) + 1
     for step in range(0, world.series['steps'] - interval_steps,
                       interval_steps):
         now = world.time(step)
         started = time.perf_counter()
-        document = world.document(step, placement, history)
+        document = raw = world.document(step, placement, history)
+        for old in [j for j in seen if j < step - kept]:
+            del seen[old]
         if window:
             # What Prometheus kept: each step's figures with the placement
             # of that step (the steps between runs with the one after it).
@@ -357,6 +397,19 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
             seen[step] = document
             document = with_lasting(document, lasting_hours,
                                     [seen[j] for j in earlier])
+        seen[step] = raw
+        if forecast:
+            days, weight = forecast
+            # Prometheus' [ahead:] offset (day - ahead): on each past day,
+            # the interval after this time of day.
+            past = [[j - day * per_day for j in range(
+                step + 1, step + interval_steps + 1)]
+                for day in range(1, days + 1)]
+            if all(j >= 0 for steps in past for j in steps):
+                document = with_forecast(document, [
+                    [seen[j] if j in seen else world.document(j, placement)
+                     for j in steps] for steps in past],
+                    '%gm' % (interval_steps * world.step_s / 60), weight)
         snap = world.read(document, step)
         built = time.perf_counter()
         plan = planner.make_plan(snap, options)
@@ -542,6 +595,13 @@ def main(argv=None):
                         help='snapshots carry each figure\'s average over '
                         'this many hours too, as prometheus.lasting reads '
                         'them (this checkout only)')
+    parser.add_argument('--forecast-days', type=int, default=0,
+                        help='snapshots carry each figure over the next '
+                        'interval at this time on each of this many past '
+                        'days, as prometheus.forecast_days reads them (this '
+                        'checkout only)')
+    parser.add_argument('--forecast-weight', type=float, default=0.5,
+                        help='prometheus.forecast_weight for them')
     parser.add_argument('--no-steal', action='store_true',
                         help='no CPU steal in the snapshots, as with the '
                         'kumina or vexxhost libvirt exporter')
@@ -578,7 +638,10 @@ def main(argv=None):
             result = replay(world, batch, int(steps), args.cooldown, none,
                             progress=_progress(batch, interval),
                             options=dict(args.option),
-                            lasting_hours=args.lasting_hours)
+                            lasting_hours=args.lasting_hours,
+                            forecast=(args.forecast_days,
+                                      args.forecast_weight)
+                            if args.forecast_days else None)
             rows.append({
                 'version': 'this',
                 'batch': ALL if batch is None else batch,
@@ -607,6 +670,9 @@ def main(argv=None):
         'options': 'PlannerOptions() defaults, cooldown as above',
         'options_this': dict(args.option),
         'lasting_hours_this': args.lasting_hours,
+        'forecast_this': {'days': args.forecast_days,
+                          'weight': args.forecast_weight}
+        if args.forecast_days else None,
         'steal': world.steal,
         'wall_s': round(time.perf_counter() - started, 1),
         'rows': previous + rows}
