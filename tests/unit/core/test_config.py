@@ -83,6 +83,25 @@ class TestFlatten(unittest.TestCase):
                     r'must be a Prometheus duration such as 3h or 90m '):
                 config.flatten({'prometheus': {'lasting': bad}}, 'f.yaml')
 
+    def test_the_forecast_looks_at_most_12h_ahead(self):
+        for good, seconds in (('1h', 3600), ('90m', 5400), ('12h', 43200),
+                              ('1h30m', 5400)):
+            self.assertEqual({'prometheus.forecast_ahead': good},
+                             config.flatten({'prometheus': {
+                                 'forecast_ahead': good}}, 'f.yaml'))
+            self.assertEqual(seconds, config.seconds(good))
+        for bad in ('13h', '1d', '12h1s'):
+            with self.assertRaisesRegex(
+                    config.ConfigError, r'^f\.yaml: prometheus\.'
+                    r'forecast_ahead: must be a Prometheus duration up to '
+                    r'12h '):
+                config.flatten({'prometheus': {'forecast_ahead': bad}},
+                               'f.yaml')
+        self.assertEqual({'prometheus.forecast_days': 7}, config.flatten(
+            {'prometheus': {'forecast_days': 7}}, 'f.yaml'))
+        with self.assertRaises(config.ConfigError):
+            config.flatten({'prometheus': {'forecast_weight': 1.5}}, 'f.yaml')
+
     def test_a_malformed_url_is_refused_and_masked(self):
         for url in ('http://ops:s3cret@[::1', 'http://[::1:9090'):
             with self.assertRaises(config.ConfigError) as ctx:
