@@ -14,14 +14,8 @@ forecast blends its own figures. Applied before core/lasting.py's view, so
 a server counts the lower of its blend and the load that lasted.
 """
 
-import collections
-import dataclasses
-
+from osc_leveller.core import derived
 from osc_leveller.core import lasting
-from osc_leveller.core import model
-from osc_leveller.core import scoring
-
-_NESTED = ('lasting', 'forecast')
 
 
 def view(snap):
@@ -30,60 +24,8 @@ def view(snap):
     if snap.forecast is None:
         return snap
     weight = snap.forecast.weight
-    servers = []
-    change = collections.defaultdict(lambda: [0.0, 0.0])  # threads, MiB
-    for server in snap.servers:
-        usage = server.usage
-        if usage.forecast is not None:
-            blended = _blend(usage, weight)
-            delta = change[server.hypervisor]
-            if usage.cpu is not None:
-                delta[0] += (blended.cpu - usage.cpu) * \
-                    scoring.cpu_allocated(server.resources)
-            if usage.ram is not None:
-                delta[1] += (blended.ram - usage.ram) * \
-                    server.resources.get(model.MEMORY_MB, 0)
-            server = dataclasses.replace(server, usage=blended)
-        servers.append(server)
-    hypervisors = []
-    for hyp in snap.hypervisors:
-        if hyp.metrics is not None:
-            delta = change.get(hyp.name)
-            hyp = dataclasses.replace(hyp, metrics=_blend(
-                hyp.metrics, weight) if delta is None else
-                _changed(hyp, weight, delta))
-        hypervisors.append(hyp)
-    return dataclasses.replace(snap, hypervisors=tuple(hypervisors),
-                               servers=tuple(servers))
-
-
-def _changed(hyp, weight, delta):
-    """The hypervisor's metrics with its servers' change (threads, MiB);
-    its pressure blended with its own forecast."""
-    metrics = _blend(hyp.metrics, weight)
-    cpu, ram = hyp.metrics.cpu, hyp.metrics.ram
-    if cpu is not None and hyp.threads:
-        cpu = min(1.0, max(0.0, cpu + delta[0] / hyp.threads))
-    if ram is not None and hyp.memory_mb:
-        ram = min(1.0, max(0.0, ram + delta[1] / hyp.memory_mb))
-    return dataclasses.replace(metrics, cpu=cpu, ram=ram)
-
-
-def _blend(figures, weight):
-    """The figures blended with their forecast where both are known; no
-    forecast figures left, the lasting ones kept."""
-    ahead = figures.forecast
-    if ahead is None:
-        return figures
-    values = {}
-    for field in dataclasses.fields(figures):
-        if field.name in _NESTED:
-            continue
-        now = getattr(figures, field.name)
-        then = getattr(ahead, field.name)
-        values[field.name] = now if now is None or then is None \
-            else (1.0 - weight) * now + weight * then
-    return type(figures)(lasting=figures.lasting, **values)
+    return derived.derive(snap, 'forecast', lambda now, ahead: (
+        1.0 - weight) * now + weight * ahead)
 
 
 def planned(snap):

@@ -14,11 +14,7 @@ count for a third of its load over three hours. A hypervisor with no
 measured servers takes the lower of now and its own average.
 """
 
-import collections
-import dataclasses
-
-from osc_leveller.core import model
-from osc_leveller.core import scoring
+from osc_leveller.core import derived
 
 
 def view(snap):
@@ -27,59 +23,7 @@ def view(snap):
     carries no lasting figures."""
     if not snap.lasting:
         return snap
-    servers = []
-    passed = collections.defaultdict(lambda: [0.0, 0.0])  # threads, MiB
-    for server in snap.servers:
-        usage = server.usage
-        if usage.lasting is not None:
-            lasted = _least(usage)
-            gone = passed[server.hypervisor]
-            if usage.cpu is not None:
-                gone[0] += (usage.cpu - lasted.cpu) * \
-                    scoring.cpu_allocated(server.resources)
-            if usage.ram is not None:
-                gone[1] += (usage.ram - lasted.ram) * \
-                    server.resources.get(model.MEMORY_MB, 0)
-            server = dataclasses.replace(server, usage=lasted)
-        servers.append(server)
-    hypervisors = []
-    for hyp in snap.hypervisors:
-        if hyp.metrics is not None:
-            gone = passed.get(hyp.name)
-            hyp = dataclasses.replace(hyp, metrics=_least(
-                hyp.metrics) if gone is None else _less(hyp, gone))
-        hypervisors.append(hyp)
-    return dataclasses.replace(snap, hypervisors=tuple(hypervisors),
-                               servers=tuple(servers))
-
-
-def _less(hyp, gone):
-    """The hypervisor's metrics less its servers' load that did not last
-    (threads, MiB); its pressure the lower of now and its average."""
-    metrics = _least(hyp.metrics)
-    cpu, ram = hyp.metrics.cpu, hyp.metrics.ram
-    if cpu is not None and hyp.threads:
-        cpu = min(1.0, max(0.0, cpu - gone[0] / hyp.threads))
-    if ram is not None and hyp.memory_mb:
-        ram = min(1.0, max(0.0, ram - gone[1] / hyp.memory_mb))
-    return dataclasses.replace(metrics, cpu=cpu, ram=ram)
-
-
-def _least(figures):
-    """The figures, each the lower of now and its lasting value where both
-    are known; no lasting figures left."""
-    lasting = figures.lasting
-    if lasting is None:
-        return figures
-    values = {}
-    for field in dataclasses.fields(figures):
-        if field.name == 'lasting':
-            continue
-        now = getattr(figures, field.name)
-        then = getattr(lasting, field.name)
-        values[field.name] = now if now is None or then is None \
-            else min(now, then)
-    return type(figures)(**values)
+    return derived.derive(snap, 'lasting', min)
 
 
 def momentary(now_stats, lasting_stats, threshold, period):
