@@ -126,10 +126,14 @@ class Exporters:
         samples = []
         for s in self.servers:
             state = exporter.domain_state(s['status'])
-            if state is None or metric not in s['usage'] or (
+            usage = s['usage']
+            if 'cpu' in usage:
+                # libvirt reports a vCPU's delay, 0 when it never waited.
+                usage = dict(usage, cpu_steal=usage.get('cpu_steal', 0.0))
+            if state is None or metric not in usage or (
                     metric != 'cpu' and state == exporter.DOMAIN_SHUTOFF):
                 continue
-            value = s['usage'][metric] if state == exporter.DOMAIN_RUNNING \
+            value = usage[metric] if state == exporter.DOMAIN_RUNNING \
                 or metric == 'ram' else 0.0
             labels = self.target(by_name[s['hypervisor']],
                                  FLAVOUR.libvirt_port)
