@@ -325,6 +325,15 @@ KEYS = (
         help='JSON-lines record of every action (empty text: none)',
         flag=Flag('--journal', 'Append a JSON line per action to this file '
                   '(default {default}; empty: none)', '<file>')),
+    Key('apply.metrics_file', TEXT, None,
+        help='node_exporter textfile-collector file (name.prom) that each '
+             'apply or evacuate replaces with the figures of its run: '
+             'moves, imbalance, exit code, last success (none: not '
+             'written; a dry run never writes it)',
+        flag=Flag('--metrics-file', 'Replace this node_exporter textfile '
+                  'collector file (name.prom) with the figures of the run '
+                  '(setting apply.metrics_file; a dry run does not write '
+                  'it)', '<file>')),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

@@ -6,6 +6,7 @@ from osc_leveller.core import checks
 from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
+from osc_leveller.core import runmetrics
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -21,6 +22,8 @@ EXIT_INTERRUPTED = migrating.EXIT_INTERRUPTED
 
 class ApplyLeveller(migrating.MigratingCommand):
     """Run the live migrations of a plan file, or of a plan made now"""
+
+    verb = 'apply'
 
     # Every move is checked again against the live cloud right before it
     # starts, and verified on its destination afterwards (core/executor.py).
@@ -49,7 +52,7 @@ class ApplyLeveller(migrating.MigratingCommand):
 
     @common.boundary
     def take_action(self, parsed_args):
-        effective = common.settings(parsed_args, self.app)
+        effective = self.effective = common.settings(parsed_args, self.app)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
         return migrating.guarded(
@@ -62,6 +65,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         if snapshot.source.get('note'):
             say('Note: %s' % snapshot.source['note'])
         options = common.planner_options(snapshot, effective, self.app)
+        self.record.imbalance = runmetrics.imbalance(snapshot, options, ())
         journal('start', plan_file=parsed_args.plan_file,
                 dry_run=parsed_args.dry_run, batch=effective['apply.batch'],
                 max_parallel=effective['apply.max_parallel'])
@@ -86,6 +90,10 @@ class ApplyLeveller(migrating.MigratingCommand):
             stale=checks.placement if plan.kind == plan_mod.PLACEMENT
             else None)
         run = runner.run(plan.moves, snapshot=snapshot)
+        self.record.results = run.results
+        self.record.imbalance = runmetrics.imbalance(
+            snapshot, options, [r.move for r in run.results
+                                if r.status == executor.DONE])
         if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
         if run.error:

@@ -8,6 +8,7 @@ from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import executor
 from osc_leveller.core import policy
+from osc_leveller.core import runmetrics
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -22,6 +23,8 @@ MOVE_BACK_HOURS = 72.0  # how far back --move-back looks in Nova's history
 
 class EvacuateLeveller(migrating.MigratingCommand):
     """Drain healthy hypervisors by live migration (not Nova's evacuate)"""
+
+    verb = 'evacuate'
 
     # Not Nova's "evacuate", which rebuilds the servers of a DEAD host
     # elsewhere ("openstack server evacuate"); this empties live ones.
@@ -98,7 +101,7 @@ class EvacuateLeveller(migrating.MigratingCommand):
                 '--move-back works with --restore only: it migrates back '
                 'the servers that the last drain of these hypervisors moved '
                 'away')
-        effective = common.settings(parsed_args, self.app)
+        effective = self.effective = common.settings(parsed_args, self.app)
         return migrating.guarded(
             self.app, effective, lambda actions, journal: _Run(
                 self, parsed_args, effective, actions, journal).go(),
@@ -164,6 +167,8 @@ class _Run:
                 raise migrating.Refused(why)
         names = [h.name for h in hosts]
         options = self.options(snapshot)
+        self.command.record.imbalance = runmetrics.imbalance(
+            snapshot, options, ())
         own = {h.host for h in hosts} | set(names)
         snapshot = self.wait_for_earlier(snapshot, options, own)
         migrating.refuse_if_running(snapshot, options, self.journal, own)
@@ -193,6 +198,7 @@ class _Run:
                 self.set_service(hyp, enabled=False)
         runner = self.executor(options, checks.drain(cold), plan.kinds)
         run = runner.run(plan.moves, snapshot=snapshot)
+        self.done(snapshot, options, run.results)
         left = self.left_on(names)
         started = [r for r in run.results if r.status == executor.STARTED]
         if started:
@@ -211,6 +217,13 @@ class _Run:
         self.journal('end', exit_code=self.command.exit_code,
                      left=sum(left.values()))
         return COLUMNS, _rows(run.results, stay_rows)
+
+    def done(self, snapshot, options, results):
+        """What the metrics file says of the moves run on snapshot."""
+        self.command.record.results = results
+        self.command.record.imbalance = runmetrics.imbalance(
+            snapshot, options, [r.move for r in results
+                                if r.status == executor.DONE])
 
     def wait_for_earlier(self, snapshot, options, own):
         """The state once migrations already running out of the hosts end.
@@ -283,11 +296,12 @@ class _Run:
         if moves:
             kinds = {m.server_id: policy.kind_of(snapshot.server(
                 m.server_id)) for m in moves}
+            options = self.options(snapshot)
             run = self.executor(
-                self.options(snapshot),
-                checks.drain(self.args.cold_migrate_stopped),
+                options, checks.drain(self.args.cold_migrate_stopped),
                 kinds).run(moves)
             results, failed = run.results, bool(run.problems or run.error)
+            self.done(snapshot, options, results)
         self.command.exit_code = EXIT_LEFT if failed else EXIT_EMPTY
         self.journal('end', exit_code=self.command.exit_code)
         return COLUMNS, _rows(results, [])

@@ -2,6 +2,7 @@
 options, the lock and journal around a run, the refusal when Nova already
 migrates, and their exit codes for scripts."""
 
+import time
 import uuid
 
 from osc_lib import exceptions
@@ -10,12 +11,14 @@ from osc_lib.command import command
 from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
 from osc_leveller.core import executor
+from osc_leveller.core import runmetrics
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import runfiles
 
 COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
            'Reason')
+EXIT_ERROR = 1  # the shell's code of a CommandError
 EXIT_REFUSED = 4  # another run holds the lock, or migrations are running
 EXIT_INTERRUPTED = 130
 
@@ -25,25 +28,57 @@ class Refused(Exception):
 
 
 class MigratingCommand(command.Lister):
-    """A command that runs migrations: its take_action sets exit_code."""
+    """A command that runs migrations: its take_action sets exit_code.
+
+    It fills self.record (core/runmetrics.py) as it goes: what the metrics
+    file tells Prometheus once the run has ended, however it ended.
+    """
 
     auth_required = False  # connects itself, like plan
     need_sort_by_cliff = False  # rows in execution order
     exit_code = 0
+    verb = None  # apply or evacuate: the command label of its metrics
+    effective = None  # the settings, once read
 
     def run(self, parsed_args):
         self.exit_code = 0
+        self.effective = None
+        self.record = runmetrics.Record(self.verb, time.time())
+        code = EXIT_ERROR  # what the shell makes of an exception
         try:
             super().run(parsed_args)
+            code = self.exit_code
         except Refused as exc:
             self.app.stderr.write('Refused: %s\n' % exc)
-            return EXIT_REFUSED
+            code = EXIT_REFUSED
         except KeyboardInterrupt:
             self.app.stderr.write(
                 'Interrupted: live migrations already started go on in '
                 'Nova; see "openstack server migration list"\n')
-            return EXIT_INTERRUPTED
-        return self.exit_code
+            code = EXIT_INTERRUPTED
+        finally:
+            self._write_metrics(parsed_args, code)
+        return code
+
+    def _write_metrics(self, parsed_args, code):
+        """The metrics file of this run, if one is set; a dry run's never.
+
+        When the settings could not be read, the --metrics-file flag still
+        names it, so an alert sees the run that failed on its settings.
+        """
+        if parsed_args.dry_run:
+            return
+        path = self.effective['apply.metrics_file'] if self.effective \
+            else common.given(parsed_args, 'metrics_file')
+        if not path:
+            return
+        try:
+            runfiles.write_metrics(path, self.record, code, time.time())
+        except OSError as exc:
+            # The run is over: its exit code says how it went; the file's
+            # own failure must not hide it.
+            self.app.stderr.write('Cannot write the metrics file %s: %s\n'
+                                  % (path, common.printable(str(exc))))
 
 
 def rows(results):
@@ -59,7 +94,8 @@ def add_run_options(parser, dry_run_help):
     flags.add(parser, 'apply.max_parallel', 'apply.timeout')
     parser.add_argument('--dry-run', action='store_true', default=False,
                         help=dry_run_help)
-    flags.add(parser, 'apply.journal', 'apply.lock_file')
+    flags.add(parser, 'apply.journal', 'apply.lock_file',
+              'apply.metrics_file')
 
 
 def apply_options(effective, dry_run, **fields):

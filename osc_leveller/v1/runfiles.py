@@ -1,9 +1,13 @@
-"""The files an apply run keeps: its lock and its journal."""
+"""The files an apply run keeps: its lock, its journal and its metrics."""
 
 import datetime
 import fcntl
 import json
 import os
+import stat
+import tempfile
+
+from osc_leveller.core import runmetrics
 
 
 class LockHeld(Exception):
@@ -71,3 +75,47 @@ class Journal:
         if self.file is not None:
             self.file.close()
             self.file = None
+
+
+def write_metrics(path, record, exit_code, now):
+    """Replace the metrics file with this run's, atomically.
+
+    node_exporter may read the file at any moment: the text goes to a
+    temporary file in the same directory (same file system), which then
+    replaces it, so a scrape sees the old file or the new one, never half
+    of one. The last success comes from the file being replaced.
+    """
+    path = os.path.expanduser(path)
+    text = runmetrics.exposition(
+        record, exit_code, now,
+        runmetrics.last_success(_previous(path), record.command, now))
+    directory = os.path.dirname(path) or '.'
+    os.makedirs(directory, exist_ok=True)
+    # node_exporter reads *.prom only: the temporary name is skipped.
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix='.leveller-',
+                                     suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)  # node_exporter runs as another user
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _previous(path):
+    """The previous metrics file's text, or '' if there is none to read."""
+    try:
+        # Non-blocking, and regular files only: a FIFO put there would
+        # otherwise hang the cron job.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return ''
+    with os.fdopen(fd, 'rb') as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ''
+            return f.read(runmetrics.MAX_PREVIOUS).decode('utf-8', 'replace')
+        except OSError:
+            return ''

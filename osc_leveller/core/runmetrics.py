@@ -1,0 +1,212 @@
+"""The node_exporter textfile metrics of an apply or evacuate run.
+
+A cron job reports to Prometheus by leaving a ``.prom`` file in
+node_exporter's textfile directory. This module owns what goes into it:
+the figures of one run (Record), their text in Prometheus' exposition
+format, and the last success read back from the previous file, so that
+"no successful run in 3 h" can be alerted on after failed runs too.
+
+Labels stay few and bounded: the command, a move's status and a short
+reason class from a fixed list, and the balancing domain. Never a server,
+a host or a message: a new series per server would grow Prometheus'
+index with every run.
+"""
+
+import dataclasses
+import math
+import re
+
+from osc_leveller.core import config
+from osc_leveller.core import executor
+from osc_leveller.core import scoring
+from osc_leveller.core import state as state_mod
+
+PREFIX = 'openstack_leveller_'
+GIB = 2 ** 30
+# The previous file is read up to this size; ours are a few KiB.
+MAX_PREVIOUS = 1 << 20
+
+# status label of each executor status (label values stay snake case).
+STATUSES = {
+    executor.DONE: 'done', executor.FAILED: 'failed',
+    executor.TIMED_OUT: 'timed_out', executor.ABORTED: 'aborted',
+    executor.SKIPPED: 'skipped', executor.NOT_STARTED: 'not_started',
+    executor.STARTED: 'started', executor.DRY_RUN: 'would_run'}
+# The reason classes of skipped and not started moves, by the start of the
+# executor's and checks' own reasons (core/checks.py, core/executor.py);
+# the first that matches wins.
+_SKIPPED = (
+    ('the server no longer exists', 'server_gone'),
+    ('it is now on ', 'server_moved'),
+    ('the destination ', 'destination_gone'),
+    ('no longer evens out', 'no_gain'),
+    ('the exchange no longer evens out', 'no_gain'),
+    ('its exchange', 'exchange_stopped'),
+    ('migrated ', 'cooldown'),
+)
+_NOT_STARTED = (
+    ('the batch limit', 'batch_limit'),
+    ('an earlier move failed', 'earlier_failure'),
+    ('not waited for', 'not_waited'),
+    ('cannot read the cloud', 'cloud_unreadable'),
+)
+REASONS = {
+    'done': ('migrated',),
+    'failed': ('migration_failed',),
+    'timed_out': ('timeout',),
+    'aborted': ('aborted',),
+    'started': ('not_waited',),
+    'would_run': ('dry_run',),
+    'skipped': tuple(dict.fromkeys(c for _, c in _SKIPPED)) + (
+        'destination_refused', 'server_not_movable'),
+    'not_started': tuple(c for _, c in _NOT_STARTED) + ('other',),
+}
+
+
+def labels_of(result):
+    """(status, reason class) of an executor Result: both from fixed lists."""
+    status = STATUSES.get(result.status, 'other')
+    reason = str(result.reason or '')
+    if status == 'skipped':
+        for start, cls in _SKIPPED:
+            if reason.startswith(start) and (
+                    cls != 'cooldown' or 'cooldown' in reason):
+                return status, cls
+        # A destination filter's reason starts with the destination's name.
+        if reason.startswith(result.move.destination + ': '):
+            return status, 'destination_refused'
+        return status, 'server_not_movable'
+    if status == 'not_started':
+        return status, next((cls for start, cls in _NOT_STARTED
+                             if reason.startswith(start)), 'other')
+    return status, REASONS.get(status, ('other',))[0]
+
+
+@dataclasses.dataclass
+class Record:
+    """What one run did, filled in as it goes."""
+    command: str  # apply or evacuate
+    started: float  # seconds since the epoch
+    results: list = dataclasses.field(default_factory=list)
+    # (domain, imbalance before, imbalance after), measured on the run's
+    # first read, after as the moves done leave it.
+    imbalance: list = dataclasses.field(default_factory=list)
+
+
+def imbalance(snapshot, options, done):
+    """[(domain, before, after)] of every balancing domain of the usable
+    hypervisors, after: with the moves done applied to the first read
+    (scored as score and plan score, without the forecast)."""
+    state = state_mod.new_state(snapshot, options.weights)
+    by_model = options.cpu_compatibility == config.CPU_MODEL
+    usable = [h.name for h in snapshot.hypervisors if h.usable]
+    domains = {name: scoring.domain_of(snapshot.hypervisor(name), by_model)
+               for name in usable}
+    before = scoring.domain_stats({h: state.score(h) for h in usable},
+                                  domains)
+    for move in done:
+        if snapshot.server(move.server_id) is not None and \
+                move.destination in domains:
+            state.apply(move.server_id, move.destination)
+    after = scoring.domain_stats({h: state.score(h) for h in usable},
+                                 domains)
+    return [(b.domain, b.imbalance, a.imbalance)
+            for b, a in zip(before, after)]
+
+
+def exposition(record, exit_code, now, last_success):
+    """The text of the metrics file: HELP, TYPE and samples of each metric.
+
+    last_success: when a run of this command last exited 0 (seconds since
+    the epoch), this one's end if it did, or None if none is known.
+    """
+    if exit_code == 0:
+        last_success = now
+    command = {'command': record.command}
+    counts = {}
+    for result in record.results:
+        key = labels_of(result)
+        counts[key] = counts.get(key, 0) + 1
+    moved = sum(r.move.ram_gb for r in record.results
+                if r.status == executor.DONE) * GIB
+    families = [
+        ('last_run_timestamp_seconds',
+         'When the last run ended, seconds since the epoch',
+         [(command, now)]),
+        ('last_success_timestamp_seconds',
+         'When a run last exited 0, seconds since the epoch (kept from the '
+         'previous file while runs fail)',
+         [(command, last_success)] if last_success is not None else []),
+        ('last_run_exit_code',
+         'Exit code of the last run (0 done, 1 error before any move, 3 '
+         'some moves failed or servers left, 4 refused, 130 interrupted)',
+         [(command, exit_code)]),
+        ('last_run_duration_seconds', 'How long the last run took',
+         [(command, max(0.0, now - record.started))]),
+        ('last_run_moves',
+         'Moves of the last run by status and reason class',
+         [(dict(command, status=s, reason=r), n)
+          for (s, r), n in sorted(counts.items())]),
+        ('last_run_migrated_bytes',
+         'RAM of the servers the last run moved (what live migration '
+         'copies at least)', [(command, moved)]),
+        ('last_run_imbalance_before',
+         'Imbalance of each balancing domain when the last run read the '
+         'cloud (standard deviation of hypervisor scores)',
+         [(dict(command, domain=d), b) for d, b, _ in record.imbalance]),
+        ('last_run_imbalance_after',
+         'Imbalance of each balancing domain with the last run\'s moves '
+         'done',
+         [(dict(command, domain=d), a) for d, _, a in record.imbalance]),
+    ]
+    lines = []
+    for name, help_text, samples in families:
+        lines.append('# HELP %s%s %s' % (PREFIX, name, help_text))
+        lines.append('# TYPE %s%s gauge' % (PREFIX, name))
+        for labels, value in samples:
+            lines.append('%s%s{%s} %s' % (PREFIX, name, ','.join(
+                '%s="%s"' % (k, _escape(v)) for k, v in labels.items()),
+                _number(value)))
+    return '\n'.join(lines) + '\n'
+
+
+def _escape(value):
+    """A label value as the exposition format quotes it."""
+    return str(value).replace('\\', '\\\\').replace('"', '\\"').replace(
+        '\n', '\\n')
+
+
+def _number(value):
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        raise ValueError('not a finite number: %r' % value)
+    return repr(float(value))
+
+
+_SUCCESS = re.compile(
+    r'^%slast_success_timestamp_seconds\{command="([a-z]+)"\} '
+    r'([0-9]+(?:\.[0-9]+)?(?:e\+?[0-9]+)?)$' % PREFIX, re.MULTILINE)
+
+
+def last_success(text, command, now):
+    """When the previous file says a run of command last succeeded, or None.
+
+    The file is untrusted (anyone who can write the directory may have
+    written it): only one strict sample line counts, its value a finite
+    time not after now; anything else means no success known.
+    """
+    found = None
+    for name, value in _SUCCESS.findall(text[:MAX_PREVIOUS]):
+        if name != command:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            return None
+        if not math.isfinite(seconds) or seconds < 0 or seconds > now:
+            return None
+        if found is not None:
+            return None  # twice: not a file we wrote
+        found = seconds
+    return found
