@@ -2,12 +2,15 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+import requests
 import yaml
+from prometheus_client import parser
 
 from tests.functional import base
 
@@ -318,6 +321,39 @@ class TestApplyGuards(ApplyTestCase):
         self.assertIn('deleted during its migration', row['Reason'])
 
 
+def node_exporter(test, directory):
+    """Start Debian's node_exporter with only its textfile collector on
+    directory; returns scrape(): {(name, sorted labels): value}."""
+    os.makedirs(directory, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        ['/usr/bin/prometheus-node-exporter', '--collector.disable-defaults',
+         '--collector.textfile',
+         '--collector.textfile.directory=%s' % directory,
+         '--web.listen-address=127.0.0.1:%d' % port],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    test.addCleanup(process.wait)
+    test.addCleanup(process.terminate)
+    url = 'http://127.0.0.1:%d/metrics' % port
+
+    def scrape():
+        text = requests.get(url, timeout=10).text
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in parser.text_string_to_metric_families(text)
+                for s in f.samples}
+
+    def listening():
+        try:
+            return requests.get(url, timeout=2).ok
+        except requests.ConnectionError:
+            return False
+    base.wait_for(listening, 30, interval=0.5,
+                  message='node_exporter to listen')
+    return scrape
+
+
 class TestCronLoop(ApplyTestCase):
     def imbalance(self):
         result = base.openstack('leveller', 'score', '--summary')
@@ -327,16 +363,34 @@ class TestCronLoop(ApplyTestCase):
         base.wait_for(lambda: len(base.by_hypervisor(base.CPU)) >= 4, 60,
                       message='series for the 4 hypervisors')
         start = self.imbalance()
+        textfiles = self.path('textfile')
+        scrape = node_exporter(self, textfiles)
         moved = []
         for _ in range(4):
-            code, rows, err = self.apply('--batch', '1')
+            code, rows, err = self.apply('--batch', '1', '--metrics-file',
+                                         os.path.join(textfiles, 'l.prom'))
             self.assertEqual(0, code, err)
+            # Debian's node_exporter reads the file as a cron job leaves it.
+            metrics = scrape()
+            self.assertEqual(0.0, metrics['node_textfile_scrape_error', ()])
+            self.assertEqual(0.0, metrics[
+                'openstack_leveller_last_run_exit_code', (('command',
+                                                           'apply'),)])
             if not rows:
                 break  # below the threshold: nothing to do
             done = [r for r in rows if r['Status'] == 'done']
             self.assertEqual(1, len(done), rows)
             self.assertNotIn(done[0]['Server'], moved)  # cooldown holds
             moved.append(done[0]['Server'])
+            self.assertEqual(1.0, metrics['openstack_leveller_last_run_moves', (
+                ('command', 'apply'), ('reason', 'migrated'),
+                ('status', 'done'))])
+            # hot-host: one balancing domain, evened out by the move.
+            (before, domain), = [
+                (v, labels) for (name, labels), v in metrics.items()
+                if name == 'openstack_leveller_last_run_imbalance_before']
+            self.assertLess(metrics[
+                'openstack_leveller_last_run_imbalance_after', domain], before)
             time.sleep(10)  # the devcloud's 30 s rate window catches up
         self.assertGreaterEqual(len(moved), 2)
         base.wait_for(lambda: self.imbalance() < start * 0.7, 90,

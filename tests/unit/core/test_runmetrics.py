@@ -1,0 +1,146 @@
+"""The metrics file's text, read back as Prometheus reads it."""
+
+import math
+import unittest
+
+from prometheus_client import parser
+
+from osc_leveller.core import executor
+from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import planner
+from osc_leveller.core import runmetrics
+from tests.unit import builders as b
+from tests.unit.core import test_executor
+
+NOW = 1_800_000_000.0
+
+
+def samples(text):
+    """{(metric, frozenset(labels)): value} as prometheus_client parses it."""
+    found = {}
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            found[s.name, frozenset(s.labels.items())] = s.value
+    return found
+
+
+def move(name, destination='hv2', ram_gb=8):
+    return plan_mod.Move(
+        'id-' + name, name, 'hv1', destination, destination, 0, 'az1/Gen1',
+        ram_gb, 0.1, (0.9, 0.8), (0.1, 0.2), (0.2, 0.1), 'why')
+
+
+class TestLabels(unittest.TestCase):
+    def test_reasons_fall_in_fixed_classes(self):
+        cases = [
+            (executor.DONE, '', ('done', 'migrated')),
+            (executor.FAILED, 'Nova: error', ('failed', 'migration_failed')),
+            (executor.SKIPPED, 'migrated 2.0 h ago, inside the 6 h cooldown',
+             ('skipped', 'cooldown')),
+            (executor.SKIPPED, 'it is now on hv3, not on the planned source '
+             'hv1', ('skipped', 'server_moved')),
+            (executor.SKIPPED, 'no longer evens out the load: hv2 would '
+             'reach 0.90', ('skipped', 'no_gain')),
+            (executor.SKIPPED, 'hv2: RAM 120 of 128 GiB allocated',
+             ('skipped', 'destination_refused')),
+            (executor.SKIPPED, 'locked', ('skipped', 'server_not_movable')),
+            (executor.NOT_STARTED, 'the batch limit of 1 was reached',
+             ('not_started', 'batch_limit')),
+            (executor.NOT_STARTED, 'something new', ('not_started', 'other')),
+        ]
+        for status, reason, expected in cases:
+            result = executor.Result(move('a'), status, reason)
+            self.assertEqual(expected, runmetrics.labels_of(result), reason)
+            self.assertIn(expected[1], runmetrics.REASONS[expected[0]])
+
+
+class TestExposition(unittest.TestCase):
+    def record(self):
+        record = runmetrics.Record('apply', NOW - 42.5)
+        record.results = [
+            executor.Result(move('a', ram_gb=8), executor.DONE),
+            executor.Result(move('b', ram_gb=16), executor.DONE),
+            executor.Result(move('c'), executor.FAILED, 'boom'),
+            executor.Result(move('d'), executor.NOT_STARTED,
+                            'the batch limit of 2 was reached')]
+        record.imbalance = [('az1/Gen"1', 0.2, 0.1)]
+        return record
+
+    def test_prometheus_reads_every_figure(self):
+        text = runmetrics.exposition(self.record(), 3, NOW, NOW - 3600)
+        got = samples(text)
+        p = runmetrics.PREFIX
+        cmd = ('command', 'apply')
+        self.assertEqual(NOW, got[p + 'last_run_timestamp_seconds',
+                                  frozenset([cmd])])
+        # A failed run keeps the success it was given.
+        self.assertEqual(NOW - 3600, got[
+            p + 'last_success_timestamp_seconds', frozenset([cmd])])
+        self.assertEqual(3, got[p + 'last_run_exit_code', frozenset([cmd])])
+        self.assertEqual(42.5, got[p + 'last_run_duration_seconds',
+                                   frozenset([cmd])])
+        self.assertEqual(24 * 2 ** 30, got[p + 'last_run_migrated_bytes',
+                                           frozenset([cmd])])
+
+        def moves(status, reason):
+            return got[p + 'last_run_moves', frozenset(
+                [cmd, ('status', status), ('reason', reason)])]
+        self.assertEqual(2, moves('done', 'migrated'))
+        self.assertEqual(1, moves('failed', 'migration_failed'))
+        self.assertEqual(1, moves('not_started', 'batch_limit'))
+        domain = frozenset([cmd, ('domain', 'az1/Gen"1')])
+        self.assertEqual(0.2, got[p + 'last_run_imbalance_before', domain])
+        self.assertEqual(0.1, got[p + 'last_run_imbalance_after', domain])
+
+    def test_success_is_now_and_unknown_is_absent(self):
+        p = runmetrics.PREFIX + 'last_success_timestamp_seconds'
+        got = samples(runmetrics.exposition(self.record(), 0, NOW, None))
+        self.assertEqual(NOW, got[p, frozenset([('command', 'apply')])])
+        got = samples(runmetrics.exposition(self.record(), 1, NOW, None))
+        self.assertNotIn(p, {name for name, _ in got})
+
+    def test_non_finite_figures_are_refused(self):
+        record = self.record()
+        record.imbalance = [('az1', math.nan, 0.1)]
+        self.assertRaises(ValueError, runmetrics.exposition, record, 0, NOW,
+                          None)
+
+
+class TestLastSuccess(unittest.TestCase):
+    def text(self, command='apply', value=NOW - 60):
+        record = runmetrics.Record(command, NOW - 100)
+        return runmetrics.exposition(record, 0, value, None)
+
+    def test_read_back_from_our_own_file(self):
+        self.assertEqual(NOW - 60, runmetrics.last_success(
+            self.text(), 'apply', NOW))
+        self.assertIsNone(runmetrics.last_success(self.text(), 'evacuate',
+                                                  NOW))
+
+    def test_untrusted_text_means_no_success(self):
+        p = runmetrics.PREFIX + 'last_success_timestamp_seconds'
+        for text in ['', 'garbage\n',
+                     '%s{command="apply"} NaN\n' % p,
+                     '%s{command="apply"} +Inf\n' % p,
+                     '%s{command="apply"} -5\n' % p,
+                     '%s{command="apply"} %r\n' % (p, NOW + 3600),
+                     self.text() + self.text(),  # twice: not ours
+                     ]:
+            self.assertIsNone(runmetrics.last_success(text, 'apply', NOW),
+                              text)
+
+
+class TestImbalance(unittest.TestCase):
+    def test_before_and_after_the_moves_done(self):
+        hyps, servers = test_executor.hot_cloud()
+        snapshot = b.snapshot(hyps, servers)
+        options = opts.PlannerOptions(now=test_executor.NOW)
+        plan = planner.make_plan(snapshot, options)
+        (domain, before, same), = runmetrics.imbalance(snapshot, options, ())
+        self.assertEqual(before, same)
+        self.assertEqual(plan.moves[0].domain, domain)
+        self.assertAlmostEqual(plan.moves[0].imbalance[0], before, places=3)
+        (_, before, after), = runmetrics.imbalance(snapshot, options,
+                                                   plan.moves)
+        self.assertLess(after, before)

@@ -1,0 +1,113 @@
+"""apply and evacuate leave node_exporter textfile metrics of their run."""
+
+import os
+import stat
+
+from osc_lib import exceptions
+
+from osc_leveller.core import runmetrics
+from osc_leveller.v1 import apply as apply_cmd
+from osc_leveller.v1 import runfiles
+from tests.unit.core import test_runmetrics
+from tests.unit.v1 import test_commands
+
+P = runmetrics.PREFIX
+
+
+class TestMetricsFile(test_commands.SimulatedNovaTest):
+    def setUp(self):
+        super().setUp()
+        self.textfiles = os.path.join(self.tmp.name, 'textfile')
+        self.path = os.path.join(self.textfiles, 'leveller.prom')
+
+    def metrics(self):
+        with open(self.path) as f:
+            return test_runmetrics.samples(f.read())
+
+    def value(self, name, command='apply', **labels):
+        labels['command'] = command
+        return self.metrics()[P + name, frozenset(labels.items())]
+
+    def test_a_cron_run_reports_its_moves_and_imbalance(self):
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual(0, self.value('last_run_exit_code'))
+        self.assertEqual(1, self.value('last_run_moves', status='done',
+                                       reason='migrated'))
+        self.assertGreater(self.value('last_run_moves', status='not_started',
+                                      reason='batch_limit'), 0)
+        self.assertEqual(12 * 2 ** 30, self.value('last_run_migrated_bytes'))
+        before = self.value('last_run_imbalance_before', domain='az1/Gen1')
+        after = self.value('last_run_imbalance_after', domain='az1/Gen1')
+        self.assertLess(after, before)
+        self.assertEqual(self.value('last_run_timestamp_seconds'),
+                         self.value('last_success_timestamp_seconds'))
+        # node_exporter runs as another user; no temporary file is left.
+        self.assertEqual(0o644, stat.S_IMODE(os.stat(self.path).st_mode))
+        self.assertEqual(['leveller.prom'], os.listdir(self.textfiles))
+        with open(self.path) as f:
+            self.assertNotIn('pr0m-secret', f.read())
+
+    def test_a_failed_run_keeps_the_last_success(self):
+        self.clouds_yaml['apply']['metrics_file'] = self.path  # the setting
+        code, out, err = self.apply(['--batch', '1'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        success = self.value('last_success_timestamp_seconds')
+        self.nova.behaviour.update(hv2='fail', hv3='fail', hv4='fail')
+        code, out, err = self.apply(['--batch', '1'])
+        self.assertEqual(apply_cmd.EXIT_PROBLEMS, code, err)
+        self.assertEqual(3, self.value('last_run_exit_code'))
+        self.assertEqual(1, self.value('last_run_moves', status='failed',
+                                       reason='migration_failed'))
+        self.assertEqual(0, self.value('last_run_migrated_bytes'))
+        self.assertEqual(success, self.value('last_success_timestamp_seconds'))
+        self.assertGreater(self.value('last_run_timestamp_seconds'), success)
+
+    def test_refused_and_broken_runs_are_reported_too(self):
+        held = runfiles.Lock(os.path.join(self.tmp.name, 'apply.lock'))
+        held.acquire()
+        code, out, err = self.apply(['--metrics-file', self.path])
+        held.release()
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertEqual(4, self.value('last_run_exit_code'))
+        self.assertNotIn(P + 'last_success_timestamp_seconds',
+                         {name for name, _ in self.metrics()})
+        # Settings that cannot be read: the flag still names the file.
+        self.assertRaises(exceptions.CommandError, self.apply, [
+            '--metrics-file', self.path, '--threshold', 'nan'])
+        self.assertEqual(1, self.value('last_run_exit_code'))
+        self.assertEqual([], self.nova.calls)
+
+    def test_a_dry_run_writes_nothing(self):
+        code, out, err = self.apply(['--dry-run', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertFalse(os.path.exists(self.textfiles))
+
+    def test_an_unwritable_file_does_not_hide_the_run(self):
+        os.makedirs(self.path)  # a directory where the file should be
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code)
+        self.assertIn('Cannot write the metrics file %s' % self.path, err)
+        self.assertEqual(['leveller.prom'], os.listdir(self.textfiles))
+
+    def test_a_fifo_in_its_place_does_not_hang_the_run(self):
+        os.makedirs(self.textfiles)
+        os.mkfifo(self.path)
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertTrue(stat.S_ISREG(os.stat(self.path).st_mode))
+
+    def test_evacuate_reports_as_evacuate(self):
+        evacuate = test_commands.TestEvacuate.evacuate
+        code, rows, err = evacuate(self, ['hv1', '--metrics-file', self.path,
+                                          '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual(0, self.value('last_run_exit_code', 'evacuate'))
+        self.assertEqual(8, self.value('last_run_moves', 'evacuate',
+                                       status='done', reason='migrated'))
+        self.assertEqual(96 * 2 ** 30, self.value('last_run_migrated_bytes',
+                                                  'evacuate'))
