@@ -88,18 +88,38 @@ class Record:
     command: str  # apply or evacuate
     started: float  # seconds since the epoch
     results: list = dataclasses.field(default_factory=list)
-    # (domain, imbalance before, imbalance after), measured on the run's
-    # first read, after as the moves done leave it.
-    imbalance: list = dataclasses.field(default_factory=list)
+    # The run's first read of the cloud and its planner options: the
+    # imbalance before and after is scored on them only when the file is
+    # written (a run without a metrics file does not pay for it).
+    snapshot: object = None
+    options: object = None
+    # The hypervisors the imbalance covers: those in service after the run
+    # (None: the usable ones of the first read).
+    hosts: tuple = None
+
+    def read(self, snapshot, options, hosts=None):
+        """The run's first read of the cloud, and the hypervisors whose
+        imbalance counts (None: the usable ones)."""
+        self.snapshot, self.options = snapshot, options
+        self.hosts = None if hosts is None else tuple(hosts)
+
+    def imbalance(self):
+        """[(domain, before, after)], or [] before the cloud was read."""
+        if self.snapshot is None:
+            return []
+        return imbalance(self.snapshot, self.options, [
+            r.move for r in self.results if r.status == executor.DONE],
+            self.hosts)
 
 
-def imbalance(snapshot, options, done):
-    """[(domain, before, after)] of every balancing domain of the usable
-    hypervisors, after: with the moves done applied to the first read
-    (scored as score and plan score, without the forecast)."""
+def imbalance(snapshot, options, done, hosts=None):
+    """[(domain, before, after)] of every balancing domain of hosts (None:
+    the usable hypervisors), after: with the moves done applied to the
+    first read (scored as score and plan score, without the forecast)."""
     state = state_mod.new_state(snapshot, options.weights)
     by_model = options.cpu_compatibility == config.CPU_MODEL
-    usable = [h.name for h in snapshot.hypervisors if h.usable]
+    usable = [h.name for h in snapshot.hypervisors if h.usable] \
+        if hosts is None else [h for h in hosts if snapshot.hypervisor(h)]
     domains = {name: scoring.domain_of(snapshot.hypervisor(name), by_model)
                for name in usable}
     before = scoring.domain_stats({h: state.score(h) for h in usable},
@@ -129,6 +149,7 @@ def exposition(record, exit_code, now, last_success):
         counts[key] = counts.get(key, 0) + 1
     moved = sum(r.move.ram_gb for r in record.results
                 if r.status == executor.DONE) * GIB
+    domains = record.imbalance()
     families = [
         ('last_run_timestamp_seconds',
          'When the last run ended, seconds since the epoch',
@@ -153,11 +174,11 @@ def exposition(record, exit_code, now, last_success):
         ('last_run_imbalance_before',
          'Imbalance of each balancing domain when the last run read the '
          'cloud (standard deviation of hypervisor scores)',
-         [(dict(command, domain=d), b) for d, b, _ in record.imbalance]),
+         [(dict(command, domain=d), b) for d, b, _ in domains]),
         ('last_run_imbalance_after',
          'Imbalance of each balancing domain with the last run\'s moves '
          'done',
-         [(dict(command, domain=d), a) for d, _, a in record.imbalance]),
+         [(dict(command, domain=d), a) for d, _, a in domains]),
     ]
     lines = []
     for name, help_text, samples in families:

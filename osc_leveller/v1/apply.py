@@ -6,7 +6,6 @@ from osc_leveller.core import checks
 from osc_leveller.core import executor
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
-from osc_leveller.core import runmetrics
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -65,7 +64,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         if snapshot.source.get('note'):
             say('Note: %s' % snapshot.source['note'])
         options = common.planner_options(snapshot, effective, self.app)
-        self.record.imbalance = runmetrics.imbalance(snapshot, options, ())
+        self.record.read(snapshot, options)
         journal('start', plan_file=parsed_args.plan_file,
                 dry_run=parsed_args.dry_run, batch=effective['apply.batch'],
                 max_parallel=effective['apply.max_parallel'])
@@ -91,9 +90,6 @@ class ApplyLeveller(migrating.MigratingCommand):
             else None)
         run = runner.run(plan.moves, snapshot=snapshot)
         self.record.results = run.results
-        self.record.imbalance = runmetrics.imbalance(
-            snapshot, options, [r.move for r in run.results
-                                if r.status == executor.DONE])
         if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
         if run.error:

@@ -8,7 +8,6 @@ from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import executor
 from osc_leveller.core import policy
-from osc_leveller.core import runmetrics
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -167,8 +166,10 @@ class _Run:
                 raise migrating.Refused(why)
         names = [h.name for h in hosts]
         options = self.options(snapshot)
-        self.command.record.imbalance = runmetrics.imbalance(
-            snapshot, options, ())
+        # How the drain spreads the load over the hypervisors that stay.
+        self.command.record.read(snapshot, options, [
+            h.name for h in snapshot.hypervisors
+            if h.usable and h.name not in names])
         own = {h.host for h in hosts} | set(names)
         snapshot = self.wait_for_earlier(snapshot, options, own)
         migrating.refuse_if_running(snapshot, options, self.journal, own)
@@ -198,7 +199,7 @@ class _Run:
                 self.set_service(hyp, enabled=False)
         runner = self.executor(options, checks.drain(cold), plan.kinds)
         run = runner.run(plan.moves, snapshot=snapshot)
-        self.done(snapshot, options, run.results)
+        self.command.record.results = run.results
         left = self.left_on(names)
         started = [r for r in run.results if r.status == executor.STARTED]
         if started:
@@ -217,13 +218,6 @@ class _Run:
         self.journal('end', exit_code=self.command.exit_code,
                      left=sum(left.values()))
         return COLUMNS, _rows(run.results, stay_rows)
-
-    def done(self, snapshot, options, results):
-        """What the metrics file says of the moves run on snapshot."""
-        self.command.record.results = results
-        self.command.record.imbalance = runmetrics.imbalance(
-            snapshot, options, [r.move for r in results
-                                if r.status == executor.DONE])
 
     def wait_for_earlier(self, snapshot, options, own):
         """The state once migrations already running out of the hosts end.
@@ -301,7 +295,11 @@ class _Run:
                 options, checks.drain(self.args.cold_migrate_stopped),
                 kinds).run(moves)
             results, failed = run.results, bool(run.problems or run.error)
-            self.done(snapshot, options, results)
+            # The restored hypervisors count again, with what came back.
+            self.command.record.read(snapshot, options, [
+                h.name for h in snapshot.hypervisors
+                if h.usable or h.name in names])
+            self.command.record.results = results
         self.command.exit_code = EXIT_LEFT if failed else EXIT_EMPTY
         self.journal('end', exit_code=self.command.exit_code)
         return COLUMNS, _rows(results, [])

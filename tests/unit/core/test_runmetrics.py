@@ -64,7 +64,7 @@ class TestExposition(unittest.TestCase):
             executor.Result(move('c'), executor.FAILED, 'boom'),
             executor.Result(move('d'), executor.NOT_STARTED,
                             'the batch limit of 2 was reached')]
-        record.imbalance = [('az1/Gen"1', 0.2, 0.1)]
+        record.imbalance = lambda: [('az1/Gen"1', 0.2, 0.1)]
         return record
 
     def test_prometheus_reads_every_figure(self):
@@ -102,7 +102,7 @@ class TestExposition(unittest.TestCase):
 
     def test_non_finite_figures_are_refused(self):
         record = self.record()
-        record.imbalance = [('az1', math.nan, 0.1)]
+        record.imbalance = lambda: [('az1', math.nan, 0.1)]
         self.assertRaises(ValueError, runmetrics.exposition, record, 0, NOW,
                           None)
 

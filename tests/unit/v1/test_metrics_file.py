@@ -111,3 +111,8 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
                                        status='done', reason='migrated'))
         self.assertEqual(96 * 2 ** 30, self.value('last_run_migrated_bytes',
                                                   'evacuate'))
+        # Over the hypervisors that stay in service: empty ones before.
+        self.assertEqual(0, self.value('last_run_imbalance_before',
+                                       'evacuate', domain='az1/Gen1'))
+        self.assertGreater(self.value('last_run_imbalance_after', 'evacuate',
+                                      domain='az1/Gen1'), 0)
