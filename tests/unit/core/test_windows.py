@@ -1,0 +1,279 @@
+import datetime
+import unittest
+
+from osc_leveller.core import windows
+
+UTC = datetime.timezone.utc
+BERLIN = 'Europe/Berlin'
+
+
+def utc(*args):
+    return datetime.datetime(*args, tzinfo=UTC)
+
+
+def berlin(*args, fold=0):
+    """A Berlin wall time as a UTC instant."""
+    return datetime.datetime(*args, tzinfo=windows.zone(BERLIN),
+                             fold=fold).astimezone(UTC)
+
+
+def inside(text, instant, zone=BERLIN):
+    return windows.parse(text, zone).covered(instant, 1)[0]
+
+
+def blackout(texts, now, zone=BERLIN, allowed=()):
+    blackouts, allowed = windows.schedule(texts, allowed, zone)
+    return windows.refusal(blackouts, allowed, now)
+
+
+class TestRanges(unittest.TestCase):
+    def test_weekday_range_in_its_time_zone(self):
+        text = 'Mon-Fri 08:00-18:00'
+        # Tuesday 2026-11-24; Berlin is UTC+1 in winter.
+        self.assertTrue(inside(text, berlin(2026, 11, 24, 8, 0)))
+        self.assertTrue(inside(text, berlin(2026, 11, 24, 17, 59)))
+        self.assertFalse(inside(text, berlin(2026, 11, 24, 18, 0)))
+        self.assertFalse(inside(text, berlin(2026, 11, 24, 7, 59)))
+        self.assertFalse(inside(text, berlin(2026, 11, 28, 12, 0)))  # Sat
+        # The same wall times in UTC are another hour.
+        self.assertFalse(inside(text, utc(2026, 11, 24, 17, 30)))
+        self.assertTrue(inside(text, utc(2026, 11, 24, 17, 30), 'UTC'))
+
+    def test_crossing_midnight_ends_the_next_day(self):
+        text = 'Fri 22:00-06:00'
+        self.assertFalse(inside(text, berlin(2026, 11, 27, 21, 59)))
+        self.assertTrue(inside(text, berlin(2026, 11, 27, 22, 0)))
+        self.assertTrue(inside(text, berlin(2026, 11, 28, 5, 59)))  # Sat
+        self.assertFalse(inside(text, berlin(2026, 11, 28, 6, 0)))
+        self.assertFalse(inside(text, berlin(2026, 11, 28, 23, 0)))
+        # Only Friday starts it: Thursday night is free.
+        self.assertFalse(inside(text, berlin(2026, 11, 27, 3, 0)))
+
+    def test_the_week_wraps(self):
+        # Sunday night into Monday morning.
+        self.assertTrue(inside('Sun 22:00-02:00', berlin(2026, 11, 30, 1, 0)))
+        # A day range across the week's end: Sat, Sun, Mon.
+        for day in (28, 29, 30):
+            self.assertTrue(inside('Sat-Mon 10:00-11:00',
+                                   berlin(2026, 11, day, 10, 30)))
+        self.assertFalse(inside('Sat-Mon 10:00-11:00',
+                                berlin(2026, 12, 1, 10, 30)))
+        self.assertTrue(inside('sunday,Wed 00:00-24:00',
+                               berlin(2026, 11, 29, 23, 59)))
+        self.assertFalse(inside('sunday,Wed 00:00-24:00',
+                                berlin(2026, 11, 30, 0, 0)))
+
+    def test_without_days_every_day(self):
+        for day in range(23, 30):
+            self.assertTrue(inside('22:00-06:00', berlin(2026, 11, day, 23)))
+            self.assertFalse(inside('22:00-06:00', berlin(2026, 11, day, 12)))
+
+    def test_clocks_going_forward(self):
+        # 2026-03-29 02:00 CET the clock jumps to 03:00 CEST (01:00 UTC).
+        text = 'Sun 01:00-04:00'
+        self.assertTrue(inside(text, utc(2026, 3, 29, 0, 59)))  # 01:59 CET
+        self.assertTrue(inside(text, utc(2026, 3, 29, 1, 0)))  # 03:00 CEST
+        found = blackout([text], utc(2026, 3, 29, 0, 30))
+        # Wall-clock 04:00 CEST: two hours later, not three.
+        self.assertEqual(utc(2026, 3, 29, 2, 0), found.until)
+        # An end the clock skips ends when the clock jumps past it.
+        found = blackout(['Sun 00:00-02:30'], utc(2026, 3, 29, 0, 50))
+        self.assertEqual(utc(2026, 3, 29, 1, 0), found.until)
+
+    def test_clocks_going_back(self):
+        # 2026-10-25 03:00 CEST the clock goes back to 02:00 CET (01:00 UTC).
+        found = blackout(['Sun 01:00-03:00'], berlin(2026, 10, 25, 1, 0))
+        # 01:00 CEST to 03:00 CET is three hours.
+        self.assertEqual(utc(2026, 10, 25, 2, 0), found.until)
+        self.assertEqual(datetime.timedelta(hours=3),
+                         found.until - berlin(2026, 10, 25, 1, 0))
+
+
+class TestCron(unittest.TestCase):
+    def test_the_minutes_it_matches(self):
+        text = '* 8-17 * * 1-5'
+        self.assertTrue(inside(text, berlin(2026, 11, 24, 17, 59)))
+        self.assertFalse(inside(text, berlin(2026, 11, 24, 18, 0)))
+        self.assertFalse(inside(text, berlin(2026, 11, 29, 12, 0)))  # Sun
+        found = blackout([text], berlin(2026, 11, 24, 9, 15, 30))
+        self.assertEqual(berlin(2026, 11, 24, 18, 0), found.until)
+
+    def test_fields(self):
+        self.assertTrue(inside('*/15 * * * *', berlin(2026, 11, 24, 9, 45)))
+        self.assertFalse(inside('*/15 * * * *', berlin(2026, 11, 24, 9, 46)))
+        self.assertTrue(inside('5-20/5,59 * * * *',
+                               berlin(2026, 11, 24, 9, 59)))
+        self.assertTrue(inside('10/20 * * * *', berlin(2026, 11, 24, 9, 50)))
+        self.assertFalse(inside('10/20 * * * *', berlin(2026, 11, 24, 9, 0)))
+        self.assertTrue(inside('* * * nov sun', berlin(2026, 11, 29, 3, 3)))
+        # 0 and 7 are both Sunday.
+        self.assertTrue(inside('* * * * 7', berlin(2026, 11, 29, 3, 3)))
+        self.assertTrue(inside('* * * * 0', berlin(2026, 11, 29, 3, 3)))
+        self.assertFalse(inside('* * * * 0', berlin(2026, 11, 30, 3, 3)))
+
+    def test_day_of_month_or_day_of_week(self):
+        # crontab(5): both restricted, either one matches.
+        text = '0 12 13 * 5'
+        self.assertTrue(inside(text, berlin(2026, 11, 13, 12, 0)))  # Fri 13
+        self.assertTrue(inside(text, berlin(2026, 11, 20, 12, 0)))  # a Fri
+        self.assertTrue(inside(text, berlin(2026, 12, 13, 12, 0)))  # a Sun
+        self.assertFalse(inside(text, berlin(2026, 11, 21, 12, 0)))
+        # One restricted: only that one counts.
+        self.assertFalse(inside('0 12 * * 5', berlin(2026, 12, 13, 12, 0)))
+        self.assertFalse(inside('0 12 13 * *', berlin(2026, 11, 20, 12, 0)))
+        # */2 counts as unrestricted, as in cron.
+        self.assertFalse(inside('0 12 */2 * 5', berlin(2026, 11, 14, 12, 0)))
+
+    def test_with_a_length(self):
+        text = '0 22 * * 5 for 56h'  # Friday 22:00 to Monday 06:00
+        self.assertFalse(inside(text, berlin(2026, 11, 27, 21, 59)))
+        self.assertTrue(inside(text, berlin(2026, 11, 27, 22, 0)))
+        self.assertTrue(inside(text, berlin(2026, 11, 30, 5, 59)))
+        self.assertFalse(inside(text, berlin(2026, 11, 30, 6, 0)))
+        found = blackout([text], berlin(2026, 11, 28, 12, 0))
+        self.assertEqual(berlin(2026, 11, 30, 6, 0), found.until)
+
+    def test_overlapping_starts_extend_the_window(self):
+        found = blackout(['0 * * * * for 90m'], berlin(2026, 11, 24, 9, 0))
+        self.assertEqual('with no end in the next 8 days', str(found)[-30:])
+        found = blackout(['0 8,9 * * * for 90m'],
+                         berlin(2026, 11, 24, 8, 10))
+        self.assertEqual(berlin(2026, 11, 24, 10, 30), found.until)
+
+    def test_a_start_the_clock_skips(self):
+        # 02:30 does not exist on 2026-03-29: the window starts at 03:00
+        # CEST (01:00 UTC), when the clock has jumped past it.
+        text = '30 2 * * * for 1h'
+        self.assertFalse(inside(text, utc(2026, 3, 29, 0, 59)))
+        self.assertTrue(inside(text, utc(2026, 3, 29, 1, 0)))
+        self.assertTrue(inside(text, utc(2026, 3, 29, 1, 59)))
+        self.assertFalse(inside(text, utc(2026, 3, 29, 2, 0)))
+        # Other days: 02:30 CET.
+        self.assertTrue(inside(text, berlin(2026, 3, 28, 2, 30)))
+        self.assertFalse(inside(text, berlin(2026, 3, 28, 2, 29)))
+        # The minutes of a pattern without length are not there that day.
+        self.assertFalse(any(windows.parse('* 2 * * *', BERLIN).covered(
+            utc(2026, 3, 29, 0, 0), 180)))
+
+    def test_a_start_the_clock_repeats_counts_once(self):
+        text = '30 2 * * * for 10m'
+        self.assertTrue(inside(text, berlin(2026, 10, 25, 2, 35)))  # CEST
+        self.assertFalse(inside(text, berlin(2026, 10, 25, 2, 35, fold=1)))
+        # A pattern without length: both 02:xx hours are its minutes.
+        self.assertTrue(inside('* 2 * * *', berlin(2026, 10, 25, 2, 35,
+                                                   fold=1)))
+        found = blackout(['* 2 * * *'], berlin(2026, 10, 25, 2, 0))
+        self.assertEqual(utc(2026, 10, 25, 2, 0), found.until)
+
+    def test_length_reaches_across_the_first_minute_read(self):
+        # Started six days ago, still on: the look back covers it.
+        text = '0 0 18 11 * for 7d'
+        self.assertTrue(inside(text, utc(2026, 11, 24, 23, 59), 'UTC'))
+        self.assertFalse(inside(text, utc(2026, 11, 25, 0, 0), 'UTC'))
+
+
+class TestRefusal(unittest.TestCase):
+    def test_the_line_names_the_window_and_the_end_in_both_zones(self):
+        found = blackout(['Mon-Fri 08:00-18:00'],
+                         berlin(2026, 11, 24, 17, 59, 30))
+        self.assertEqual(
+            'in the blackout window "Mon-Fri 08:00-18:00" (Europe/Berlin) '
+            'until 2026-11-24 18:00 CET (2026-11-24 17:00 UTC)', str(found))
+
+    def test_free_outside_the_blackouts(self):
+        self.assertIsNone(blackout(['Mon-Fri 08:00-18:00'],
+                                   berlin(2026, 11, 24, 18, 0)))
+        self.assertIsNone(blackout([], berlin(2026, 11, 24, 12, 0)))
+
+    def test_back_to_back_blackouts_chain(self):
+        found = blackout(['Tue 08:00-12:00', '0 12 * * 2 for 6h'],
+                         berlin(2026, 11, 24, 9, 0))
+        self.assertEqual('Tue 08:00-12:00', found.window.text)
+        self.assertEqual(berlin(2026, 11, 24, 18, 0), found.until)
+
+    def test_allowed_windows(self):
+        allowed = ('22:00-06:00', 'Sat,Sun 00:00-24:00')
+        found = blackout([], berlin(2026, 11, 24, 12, 0), allowed=allowed)
+        self.assertIsNone(found.window)
+        self.assertEqual(berlin(2026, 11, 24, 22, 0), found.until)
+        self.assertEqual('22:00-06:00', found.opens.text)
+        self.assertEqual(
+            'outside every allowed window ("22:00-06:00", "Sat,Sun '
+            '00:00-24:00") until 2026-11-24 22:00 CET (2026-11-24 21:00 '
+            'UTC)', str(found))
+        self.assertIsNone(blackout([], berlin(2026, 11, 24, 23, 0),
+                                   allowed=allowed))
+        self.assertIsNone(blackout([], berlin(2026, 11, 28, 12, 0),
+                                   allowed=allowed))
+
+    def test_a_blackout_wins_over_an_allowed_window(self):
+        found = blackout(['Tue 22:00-23:30'], berlin(2026, 11, 24, 22, 10),
+                         allowed=('22:00-06:00',))
+        self.assertEqual('Tue 22:00-23:30', found.window.text)
+        self.assertEqual(berlin(2026, 11, 24, 23, 30), found.until)
+        # Until the blackout ends and an allowed window is open.
+        found = blackout(['Tue 20:00-23:30'], berlin(2026, 11, 24, 21, 0),
+                         allowed=('23:00-06:00',))
+        self.assertEqual(berlin(2026, 11, 24, 23, 30), found.until)
+
+    def test_each_window_in_its_own_zone(self):
+        blackouts, _ = windows.schedule(
+            ['TZ=America/New_York Mon-Fri 09:00-17:00'], (), BERLIN)
+        found = windows.refusal(blackouts, (), utc(2026, 11, 24, 15, 0))
+        self.assertEqual(
+            'in the blackout window "TZ=America/New_York Mon-Fri '
+            '09:00-17:00" (America/New_York) until 2026-11-24 17:00 EST '
+            '(2026-11-24 22:00 UTC)', str(found))
+
+
+class TestBadInput(unittest.TestCase):
+    def test_bad_windows_say_what_is_wrong(self):
+        for text, message in (
+                ('0 25 * * *', "hour '25' is not 0..23"),
+                ('0 2 * *', 'five fields'),
+                ('0 2 * * * *', 'five fields'),
+                ('', 'five fields'),
+                ('L * * * *', "minute 'L' is not 0..59"),
+                ('0 0 ? * *', 'day of month'),
+                ('0 0 * 13 *', 'month'),
+                ('0 0 * * 8', 'day of week'),
+                ('0 0 * * mon#2', 'day of week'),
+                ('*/0 * * * *', 'step'),
+                ('5-1 * * * *', 'goes backwards'),
+                ('0 ² * * *', "hour '²'"),
+                ('0 ' + '9' * 5000 + ' * * *', 'hour'),
+                ('0 2 * * * for 8d', 'from 1m to 7d'),
+                ('0 2 * * * for 0m', 'from 1m to 7d'),
+                ('0 2 * * * for 3 hours', 'a duration such as'),
+                ('0 2 * * * for 1.5h', 'a duration such as'),
+                ('Mon 08:00-08:00', 'a whole day is 00:00-24:00'),
+                ('Mnd 08:00-18:00', "'Mnd' is not a day"),
+                ('Mon-Fry 08:00-18:00', "'Fry' is not a day"),
+                ('25:00-26:00', 'times run from 00:00 to 23:59'),
+                ('08:60-09:00', 'times run from'),
+                ('00:00-24:30', 'times run from'),
+                ('Mon 8-18', 'five fields'),
+                ('Mon 08:00 to 18:00', 'a time range is written like'),
+                ('TZ=Mars/Olympus 0 2 * * *', 'unknown time zone'),
+                ('TZ=../etc/passwd 0 2 * * *', 'not an IANA time zone'),
+                ('TZ=Europe 0 2 * * *', 'unknown time zone Europe')):
+            with self.subTest(text=text):
+                error = self.assertRaises(windows.WindowError,
+                                          windows.parse, text)
+                self.assertIn(message, str(error))
+                self.assertLess(len(str(error)), 300)
+
+    def assertRaises(self, kind, func, *args):
+        with super().assertRaises(kind) as caught:
+            func(*args)
+        return caught.exception
+
+    def test_time_zones(self):
+        self.assertIs(windows.UTC, windows.zone('UTC'))
+        self.assertEqual('Europe/Berlin', windows.zone_name(
+            windows.zone('Europe/Berlin')))
+        for name in ('Mars/Olympus', 'Europe', '../etc', '/etc/localtime',
+                     '', 'Europe/Berlin\x00', 'a' * 5000, 5, None):
+            with self.subTest(name=name):
+                self.assertRaises(windows.WindowError, windows.zone, name)
+        self.assertRaises(windows.WindowError, windows.parse, 5)
