@@ -22,6 +22,7 @@ import urllib.parse
 from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import scoring
+from osc_leveller.core import windows
 
 DEFAULT = 'default'
 MASK = '******'
@@ -32,6 +33,7 @@ FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
     'number', 'integer', 'true/false', 'text', 'list', 'choice')
 URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 DURATION = 'Prometheus duration'
+TIME_ZONE, WINDOWS = 'time zone', 'list of windows'
 _DURATION = re.compile(r'([0-9]+(ms|s|m|h|d|w|y))+')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
@@ -296,6 +298,19 @@ KEYS = (
              '(replaces server_profile)' % m.replace('_', ' '))
     for m in ('cpu', 'ram', 'cpu_steal')
 ) + (
+    Key('windows.time_zone', TIME_ZONE, 'UTC',
+        help='IANA time zone of the windows (a window may name its own: '
+             'TZ=America/New_York Mon-Fri 09:00-17:00)'),
+    # Blackouts add up, so a --config file never drops the cloud's.
+    Key('windows.blackout', WINDOWS, (), additive=True,
+        help='When apply without a plan file and evacuate move nothing: '
+             'weekday/time ranges (Mon-Fri 08:00-18:00) or cron '
+             'expressions, alone (the minutes they match) or with a '
+             'length (0 22 * * 5 for 56h)'),
+    Key('windows.allowed', WINDOWS, (),
+        help='If set, the only times apply without a plan file and '
+             'evacuate move servers (a blackout still wins); written like '
+             'blackout'),
     Key('apply.batch', INT, None, minimum=0,
         help='Most live migrations one apply starts (none: the whole plan)',
         flag=Flag('--batch', 'Start at most this many live migrations '
@@ -391,13 +406,16 @@ def check(key, value, where, flag=False):
         if not isinstance(value, bool):
             raise bad('true or false')
         return value
-    if key.kind == LIST:
+    if key.kind in (LIST, WINDOWS):
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not all(
                 isinstance(i, str) and _printable(i) for i in items):
-            raise bad('a list of names')
+            raise bad('a list of names' if key.kind == LIST else
+                      'a list of windows written as text')
         if key.choices and not set(items) <= set(key.choices):
             raise bad('a list of ' + ', '.join(key.choices))
+        if key.kind == WINDOWS:
+            _windows(items, bad)
         return tuple(items)
     if not isinstance(value, str) or not _printable(value):
         raise bad('text')
@@ -414,6 +432,12 @@ def check(key, value, where, flag=False):
             raise bad('a regular expression (%s)' % exc) from None
     if key.kind == QUERY and value:
         _query(value, bad)
+    if key.kind == TIME_ZONE:
+        try:
+            windows.zone(value)
+        except windows.WindowError as exc:
+            raise bad('an IANA time zone such as Europe/Berlin (%s)' % exc) \
+                from None
     if key.kind == DURATION and value and not _DURATION.fullmatch(value):
         raise bad('a Prometheus duration such as 3h or 90m')
     if key.kind == DURATION and value and key.maximum is not None and \
@@ -477,6 +501,17 @@ def _url(value, bad):
         raise bad('an http or https URL (%s)' % exc) from None
     if parts.scheme not in ('http', 'https') or not parts.hostname:
         raise bad('an http or https URL with a host name')
+
+
+def _windows(items, bad):
+    """Each item reads as a window (its zone is checked when it names one;
+    windows.time_zone is checked on its own)."""
+    for item in items:
+        try:
+            windows.parse(item)
+        except windows.WindowError as exc:
+            raise bad('windows such as "Mon-Fri 08:00-18:00" or "0 22 * * 5 '
+                      'for 56h" (%s)' % exc) from None
 
 
 def _query(value, bad):
@@ -573,7 +608,7 @@ def display(key, value):
         return MASK
     if key.name == 'prometheus.url':
         return mask_url(value)
-    if key.kind == LIST:
+    if key.kind in (LIST, WINDOWS):
         return list(value)
     return value
 

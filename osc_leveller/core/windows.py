@@ -291,8 +291,9 @@ class Refusal:
         if self.until is None:
             return '%s, with no end in the next %d days' % (why,
                                                             HORIZON.days)
-        return '%s until %s (%s)' % (why, _time(self.until, tz),
-                                     _time(self.until, UTC))
+        local, utc = _time(self.until, tz), _time(self.until, UTC)
+        return '%s until %s%s' % (why, local,
+                                  '' if local == utc else ' (%s)' % utc)
 
 
 def _time(instant, tz):

@@ -16,6 +16,7 @@ EXIT_DONE = 0  # every move done, or nothing to do
 EXIT_ERROR = 1  # error before any move (bad input, cloud unreadable)
 EXIT_PROBLEMS = 3  # some moves failed, timed out or were aborted
 EXIT_REFUSED = migrating.EXIT_REFUSED
+EXIT_WINDOW = migrating.EXIT_WINDOW
 EXIT_INTERRUPTED = migrating.EXIT_INTERRUPTED
 
 
@@ -54,6 +55,12 @@ class ApplyLeveller(migrating.MigratingCommand):
         effective = self.effective = common.settings(parsed_args, self.app)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
+        # The windows hold the runs that plan for themselves (cron); an
+        # operator applying a reviewed plan file is told, not stopped.
+        migrating.refuse_in_window(
+            self, effective, parsed_args.dry_run,
+            going_ahead=None if plan is None else
+            'the windows hold apply without a plan file only')
         return migrating.guarded(
             self.app, effective, lambda actions, journal: self._apply(
                 parsed_args, effective, plan, actions, journal))

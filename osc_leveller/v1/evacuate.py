@@ -16,6 +16,7 @@ COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
 STAYS = 'stays'
 EXIT_EMPTY = 0  # every named hypervisor is empty (or restored)
 EXIT_LEFT = 3  # servers are left, or some moves failed
+EXIT_WINDOW = migrating.EXIT_WINDOW
 DEFAULT_REASON = 'maintenance (openstack leveller evacuate)'
 MOVE_BACK_HOURS = 72.0  # how far back --move-back looks in Nova's history
 
@@ -66,6 +67,10 @@ class EvacuateLeveller(migrating.MigratingCommand):
         parser.add_argument(
             '--allow-partial', action='store_true', default=False,
             help='Drain what fits even when some servers fit nowhere')
+        parser.add_argument(
+            '--ignore-windows', action='store_true', default=False,
+            help='Move servers even in a blackout window or outside every '
+                 'allowed window of the settings (windows.*)')
         flags.add(parser, 'include_locked', negative=False)
         migrating.add_run_options(
             parser, 'Show where every server would go, and what stays; '
@@ -101,6 +106,12 @@ class EvacuateLeveller(migrating.MigratingCommand):
                 'the servers that the last drain of these hypervisors moved '
                 'away')
         effective = self.effective = common.settings(parsed_args, self.app)
+        if parsed_args.move_back or not parsed_args.restore:
+            # A restore without --move-back only enables services.
+            migrating.refuse_in_window(
+                self, effective, parsed_args.dry_run,
+                going_ahead='--ignore-windows' if parsed_args.ignore_windows
+                else None)
         return migrating.guarded(
             self.app, effective, lambda actions, journal: _Run(
                 self, parsed_args, effective, actions, journal).go(),

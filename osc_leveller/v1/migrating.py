@@ -1,7 +1,9 @@
 """What the commands that migrate share (apply, evacuate): their run
-options, the lock and journal around a run, the refusal when Nova already
-migrates, and their exit codes for scripts."""
+options, the lock and journal around a run, the refusals when Nova already
+migrates or a maintenance window forbids moves, and their exit codes for
+scripts."""
 
+import datetime
 import time
 import uuid
 
@@ -12,6 +14,7 @@ from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
 from osc_leveller.core import executor
 from osc_leveller.core import runmetrics
+from osc_leveller.core import windows
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import runfiles
@@ -20,11 +23,17 @@ COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
            'Reason')
 EXIT_ERROR = 1  # the shell's code of a CommandError
 EXIT_REFUSED = 4  # another run holds the lock, or migrations are running
+EXIT_WINDOW = 5  # a blackout window, or outside every allowed window
 EXIT_INTERRUPTED = 130
 
 
 class Refused(Exception):
     """Not started on purpose; exit EXIT_REFUSED."""
+
+
+class InWindow(Refused):
+    """Not started: the maintenance windows forbid moves now; exit
+    EXIT_WINDOW."""
 
 
 class MigratingCommand(command.Lister):
@@ -39,6 +48,8 @@ class MigratingCommand(command.Lister):
     exit_code = 0
     verb = None  # apply or evacuate: the command label of its metrics
     effective = None  # the settings, once read
+    # The instant the maintenance windows are checked at.
+    now = staticmethod(lambda: datetime.datetime.now(datetime.timezone.utc))
 
     def run(self, parsed_args):
         self.exit_code = 0
@@ -48,6 +59,9 @@ class MigratingCommand(command.Lister):
         try:
             super().run(parsed_args)
             code = self.exit_code
+        except InWindow as exc:
+            self.app.stderr.write('Refused: %s\n' % exc)
+            code = EXIT_WINDOW
         except Refused as exc:
             self.app.stderr.write('Refused: %s\n' % exc)
             code = EXIT_REFUSED
@@ -127,6 +141,42 @@ def refuse_if_running(snapshot, options, journal, own=()):
         raise Refused(why)
 
 
+def refuse_in_window(command, effective, dry_run, going_ahead=None):
+    """InWindow when the windows forbid moves now, decided before the lock
+    and any request to the cloud; the journal records the refusal.
+
+    A dry run only says so; going_ahead names why the windows do not hold
+    this run (a plan file, --ignore-windows), which is said too.
+    """
+    blackout, allowed = windows.schedule(
+        effective['windows.blackout'], effective['windows.allowed'],
+        effective['windows.time_zone'])
+    refusal = windows.refusal(blackout, allowed, command.now())
+    if refusal is None:
+        return
+    say = common.StderrWriter(command.app)
+    if going_ahead:
+        say('Note: %s; going ahead: %s' % (refusal, going_ahead))
+    elif dry_run:
+        say('Note: a run now would be refused (exit %d): %s' % (
+            EXIT_WINDOW, refusal))
+    else:
+        journal = _open_journal(effective, 'req-%s' % uuid.uuid4())
+        journal('refused', reason=str(refusal), exit_code=EXIT_WINDOW,
+                until=refusal.until and refusal.until.isoformat().replace(
+                    '+00:00', 'Z'))
+        journal.close()
+        raise InWindow(refusal)
+
+
+def _open_journal(effective, run_id):
+    try:
+        return runfiles.Journal(effective['apply.journal'], run_id)
+    except OSError as exc:
+        raise exceptions.CommandError('cannot open the journal %s: %s' % (
+            effective['apply.journal'], exc)) from exc
+
+
 def guarded(app, effective, body, history_hours=24.0):
     """body(actions, journal) with the journal open and the lock held.
 
@@ -136,11 +186,7 @@ def guarded(app, effective, body, history_hours=24.0):
     rules look at (common.history_hours).
     """
     run_id = 'req-%s' % uuid.uuid4()
-    try:
-        journal = runfiles.Journal(effective['apply.journal'], run_id)
-    except OSError as exc:
-        raise exceptions.CommandError('cannot open the journal %s: %s' % (
-            effective['apply.journal'], exc)) from exc
+    journal = _open_journal(effective, run_id)
     lock = runfiles.Lock(effective['apply.lock_file'])
     try:
         try:

@@ -120,6 +120,38 @@ class TestFlatten(unittest.TestCase):
         built = options.from_settings(config.Settings())
         self.assertEqual(options.PlannerOptions(), built)
 
+    def test_windows(self):
+        flat = config.flatten({'windows': {
+            'time_zone': 'Europe/Berlin',
+            'blackout': 'Mon-Fri 08:00-18:00',
+            'allowed': ['22:00-06:00', '0 22 * * 5 for 56h']}}, 'f.yaml')
+        self.assertEqual('Europe/Berlin', flat['windows.time_zone'])
+        self.assertEqual(('Mon-Fri 08:00-18:00',), flat['windows.blackout'])
+        self.assertEqual(('22:00-06:00', '0 22 * * 5 for 56h'),
+                         flat['windows.allowed'])
+        for section, message in (
+                ({'time_zone': 'Mars/Olympus'},
+                 'f.yaml: windows.time_zone: must be an IANA time zone such '
+                 'as Europe/Berlin (unknown time zone Mars/Olympus'),
+                ({'time_zone': ''}, 'windows.time_zone: must be an IANA'),
+                ({'time_zone': 5}, 'windows.time_zone: must be text'),
+                ({'blackout': ['Mon-Fri 08:00-18:00', '0 25 * * *']},
+                 'f.yaml: windows.blackout: must be windows such as '
+                 '"Mon-Fri 08:00-18:00" or "0 22 * * 5 for 56h" (\'0 25 * * '
+                 '*\': hour \'25\' is not 0..23)'),
+                ({'allowed': 'TZ=Nowhere/Town 22:00-06:00'},
+                 'windows.allowed: must be windows such as'),
+                ({'blackout': [{'cron': '0 2 * * *'}]},
+                 'windows.blackout: must be a list of windows written as '
+                 'text'),
+                ({'blackout': 5}, 'must be a list of windows'),
+                ({'blackout': {'a': 'b'}}, 'must be a list of windows')):
+            with self.subTest(section=section):
+                with self.assertRaises(config.ConfigError) as ctx:
+                    config.flatten({'windows': section}, 'f.yaml')
+                self.assertIn(message, str(ctx.exception))
+                self.assertNotIn('Traceback', str(ctx.exception))
+
 
 class TestWeightFlags(unittest.TestCase):
     def test_pairs(self):
@@ -165,6 +197,21 @@ class TestSettings(unittest.TestCase):
         self.assertEqual(('hv1', 'hv2', 'hv3'), effective['exclude_hosts'])
         self.assertEqual('layer0 + layer1', effective.sources['exclude_hosts'])
         self.assertEqual(('az2',), effective['availability_zones'])
+
+    def test_blackouts_add_up_allowed_windows_replace(self):
+        effective = settings(
+            {'windows': {'blackout': ['Mon 08:00-12:00'],
+                         'allowed': ['22:00-06:00']}},
+            {'windows': {'blackout': ['0 2 * * *'],
+                         'allowed': ['Sat 00:00-24:00']}})
+        self.assertEqual(('Mon 08:00-12:00', '0 2 * * *'),
+                         effective['windows.blackout'])
+        self.assertEqual(('Sat 00:00-24:00',), effective['windows.allowed'])
+        self.assertEqual([('windows.blackout',
+                           ['Mon 08:00-12:00', '0 2 * * *'],
+                           'layer0 + layer1')],
+                         [r for r in effective.rows()
+                          if r[0] == 'windows.blackout'])
 
     def test_section(self):
         effective = settings({'prometheus': {

@@ -1,3 +1,4 @@
+import datetime
 import io
 import json
 import os
@@ -28,6 +29,8 @@ from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
 from tests.unit.core import test_executor
 from tests.unit.core import test_planner
+
+UTC = datetime.timezone.utc
 
 
 class CommandTest(base.TestCommand):
@@ -512,6 +515,15 @@ class SimulatedNovaTest(CommandTest):
         code = cmd.run(parsed)
         return code, self.app.stdout.getvalue(), self.app.stderr.getvalue()
 
+    def evacuate(self, args):
+        cmd = evacuate_cmd.EvacuateLeveller(self.app, None)
+        parsed = self.check_parser(cmd, args, [])
+        self.app.stdout = io.StringIO()
+        code = cmd.run(parsed)
+        out = self.app.stdout.getvalue()
+        return code, json.loads(out) if out.strip() else [], \
+            self.app.stderr.getvalue()
+
     def journal(self):
         with open(os.path.join(self.tmp.name, 'journal.jsonl')) as f:
             return [json.loads(line) for line in f]
@@ -671,15 +683,6 @@ class TestApplyPlacement(SimulatedNovaTest):
 
 class TestEvacuate(SimulatedNovaTest):
     """Drain and restore."""
-
-    def evacuate(self, args):
-        cmd = evacuate_cmd.EvacuateLeveller(self.app, None)
-        parsed = self.check_parser(cmd, args, [])
-        self.app.stdout = io.StringIO()
-        code = cmd.run(parsed)
-        out = self.app.stdout.getvalue()
-        return code, json.loads(out) if out.strip() else [], \
-            self.app.stderr.getvalue()
 
     def test_drain_disables_the_service_and_empties_the_host(self):
         code, rows, err = self.evacuate(['hv1', '--reason', 'RAM swap',
@@ -873,3 +876,120 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual({'hv1'}, {s['hypervisor']
                                    for s in self.nova.servers.values()
                                    if s['name'].startswith('web')})
+
+
+class TestWindows(SimulatedNovaTest):
+    """Maintenance windows, decided before the lock and any cloud call."""
+
+    BLACKOUT = ('Refused: in the blackout window "Mon-Fri 08:00-18:00" '
+                '(Europe/Berlin) until 2026-11-24 18:00 CET (2026-11-24 17:00 '
+                'UTC)\n')
+
+    def setUp(self):
+        super().setUp()
+        self.clouds_yaml['windows'] = {'time_zone': 'Europe/Berlin',
+                                       'blackout': ['Mon-Fri 08:00-18:00']}
+        # Tuesday 11:00 in Berlin: inside the blackout.
+        self.at(datetime.datetime(2026, 11, 24, 10, 0, tzinfo=UTC))
+        self.connections = []
+        connect = mock.patch.object(
+            common, 'open_connection',
+            lambda *args: self.connections.append(args))
+        connect.start()
+        self.addCleanup(connect.stop)
+
+    def at(self, instant):
+        clock = mock.patch.object(migrating.MigratingCommand, 'now',
+                                  staticmethod(lambda: instant))
+        clock.start()
+        self.addCleanup(clock.stop)
+
+    def assert_untouched(self):
+        """No read of the cloud, no connection, no lock taken."""
+        self.assertEqual(0, self.nova.snapshots)
+        self.assertEqual([], self.nova.calls)
+        self.assertEqual([], self.connections)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name,
+                                                     'apply.lock')))
+
+    def test_apply_in_a_blackout_exits_5_and_touches_nothing(self):
+        code, out, err = self.apply(['-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code)
+        self.assertEqual(5, code)
+        self.assertEqual(self.BLACKOUT, err)
+        self.assertEqual('', out)
+        self.assert_untouched()
+        record = self.journal()[-1]
+        self.assertEqual(('refused', 5, '2026-11-24T17:00:00Z'), (
+            record['event'], record['exit_code'], record['until']))
+        self.assertEqual(self.BLACKOUT[len('Refused: '):-1],
+                         record['reason'])
+
+    def test_apply_after_the_blackout_runs(self):
+        self.at(datetime.datetime(2026, 11, 24, 17, 0, tzinfo=UTC))
+        code, out, err = self.apply(['--batch', '1', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual('done', json.loads(out)[0]['Status'])
+        self.assertNotIn('blackout', err)
+        self.assertGreater(self.nova.snapshots, 0)
+
+    def test_apply_outside_every_allowed_window(self):
+        self.clouds_yaml['windows'] = {'allowed': ['22:00-06:00']}
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code)
+        self.assertEqual(
+            'Refused: outside every allowed window ("22:00-06:00") until '
+            '2026-11-24 22:00 UTC\n', err)
+        self.assert_untouched()
+        self.at(datetime.datetime(2026, 11, 24, 23, 0, tzinfo=UTC))
+        code, out, err = self.apply(['--batch', '1'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+
+    def test_a_plan_file_is_applied_with_a_note(self):
+        plan_path = os.path.join(self.tmp.name, 'plan.json')
+        plan_mod.write(test_executor.planner.make_plan(
+            self.nova.snapshot(), core_options.PlannerOptions(max_moves=1)),
+            plan_path)
+        code, out, err = self.apply([plan_path, '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual(['done'], [r['Status'] for r in json.loads(out)])
+        self.assertIn('Note: in the blackout window "Mon-Fri 08:00-18:00" '
+                      '(Europe/Berlin) until 2026-11-24 18:00 CET '
+                      '(2026-11-24 17:00 UTC); going ahead: the windows '
+                      'hold apply without a plan file only', err)
+
+    def test_a_dry_run_says_it_would_be_refused_and_shows_the_plan(self):
+        code, out, err = self.apply(['--dry-run', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual({'would run'},
+                         {r['Status'] for r in json.loads(out)})
+        self.assertIn('Note: a run now would be refused (exit 5): in the '
+                      'blackout window', err)
+        self.assertEqual([], self.nova.calls)
+
+    def test_evacuate_honours_blackouts_unless_told(self):
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_WINDOW, code)
+        self.assertEqual(self.BLACKOUT, err)
+        self.assertEqual([], rows)
+        self.assert_untouched()
+        self.app.stderr = io.StringIO()
+        code, rows, err = self.evacuate(['hv1', '--ignore-windows',
+                                         '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        self.assertEqual({'done'}, {r['Status'] for r in rows})
+        self.assertIn('; going ahead: --ignore-windows', err)
+
+    def test_a_restore_that_moves_nothing_is_not_held(self):
+        code, rows, err = self.evacuate(['hv1', '--restore'])
+        self.assertEqual(evacuate_cmd.EXIT_EMPTY, code, err)
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back'])
+        self.assertEqual(evacuate_cmd.EXIT_WINDOW, code, err)
+
+    def test_bad_windows_are_errors_before_anything(self):
+        self.clouds_yaml['windows'] = {'blackout': ['0 25 * * *']}
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [],
+            "clouds.yaml cloud devcloud: leveller: windows.blackout: must be "
+            "windows such as")
+        self.assert_untouched()
