@@ -3,6 +3,7 @@ the configuration reference lists exactly the declared settings."""
 
 import pathlib
 import re
+import textwrap
 import unittest
 
 import yaml
@@ -17,6 +18,7 @@ from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 
 REFERENCE = pathlib.Path(__file__).parents[2] / 'doc' / 'source' / 'reference'
+USER_GUIDE = REFERENCE.parent / 'user' / 'index.rst'
 EXAMPLES = REFERENCE / 'examples'
 
 
@@ -27,6 +29,20 @@ class TestDocExamples(unittest.TestCase):
         fresh = planner.make_plan(snap, opts.PlannerOptions())
         self.assertEqual(plan_mod.fingerprint(snap), documented.fingerprint)
         self.assertEqual(fresh.moves, documented.moves)
+
+
+class TestUserGuide(unittest.TestCase):
+    def test_the_windows_example_is_valid_settings(self):
+        page = USER_GUIDE.read_text()
+        section = page.split('\nMaintenance windows\n---')[1]
+        block = section.split('.. code-block:: yaml\n\n')[1].split('\n\n')[0]
+        document = yaml.safe_load(textwrap.dedent(block).replace(
+            'auth: ...', 'auth: {}'))
+        flat = config.flatten(document['clouds']['mycloud']['leveller'],
+                              'user guide')
+        self.assertEqual('Europe/Berlin', flat['windows.time_zone'])
+        self.assertEqual(3, len(flat['windows.blackout']))
+        self.assertEqual(2, len(flat['windows.allowed']))
 
 
 # A row of a list-table of four columns.
