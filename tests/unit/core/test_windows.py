@@ -121,8 +121,10 @@ class TestCron(unittest.TestCase):
         # One restricted: only that one counts.
         self.assertFalse(inside('0 12 * * 5', berlin(2026, 12, 13, 12, 0)))
         self.assertFalse(inside('0 12 13 * *', berlin(2026, 11, 20, 12, 0)))
-        # */2 counts as unrestricted, as in cron.
-        self.assertFalse(inside('0 12 */2 * 5', berlin(2026, 11, 14, 12, 0)))
+        # */2 counts as unrestricted, as in cron: odd days that are Fridays.
+        self.assertTrue(inside('0 12 */2 * 5', berlin(2026, 11, 13, 12, 0)))
+        self.assertFalse(inside('0 12 */2 * 5', berlin(2026, 11, 20, 12, 0)))
+        self.assertFalse(inside('0 12 */2 * 5', berlin(2026, 11, 15, 12, 0)))
 
     def test_with_a_length(self):
         text = '0 22 * * 5 for 56h'  # Friday 22:00 to Monday 06:00
@@ -164,6 +166,27 @@ class TestCron(unittest.TestCase):
                                                    fold=1)))
         found = blackout(['* 2 * * *'], berlin(2026, 10, 25, 2, 0))
         self.assertEqual(utc(2026, 10, 25, 2, 0), found.until)
+
+    def test_a_length_covers_the_minutes_after_each_start(self):
+        # Against the definition: inside when a start lies in the last
+        # length minutes, over a week with a change of the clocks.
+        first = utc(2026, 10, 22, 0, 0)
+        for text in ('*/50 1-3 * * * for 70m', '0 2 * * 0,3 for 1d',
+                     '30 2 * * * for 1m', '15 */7 25 10 * for 9h'):
+            with self.subTest(text=text):
+                window = windows.parse(text, BERLIN)
+                length = int(window.length / windows.MINUTE)
+                count = 7 * 1440
+                starts = window._starts(first - length * windows.MINUTE,
+                                        length + count)
+                expected = [any(starts[i + 1:i + length + 1])
+                            for i in range(count)]
+                got = window.covered(first, count)
+                # The minutes that differ: a short message, not a diff.
+                self.assertEqual([], [i for i in range(count)
+                                      if got[i] != expected[i]])
+                self.assertEqual(count, len(got))
+                self.assertTrue(any(expected))
 
     def test_length_reaches_across_the_first_minute_read(self):
         # Started six days ago, still on: the look back covers it.
