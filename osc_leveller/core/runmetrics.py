@@ -160,7 +160,8 @@ def exposition(record, exit_code, now, last_success):
          [(command, last_success)] if last_success is not None else []),
         ('last_run_exit_code',
          'Exit code of the last run (0 done, 1 error before any move, 3 '
-         'some moves failed or servers left, 4 refused, 130 interrupted)',
+         'some moves failed or servers left, 4 refused, 5 refused by the '
+         'maintenance windows, 130 interrupted)',
          [(command, exit_code)]),
         ('last_run_duration_seconds', 'How long the last run took',
          [(command, max(0.0, now - record.started))]),

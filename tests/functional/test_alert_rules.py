@@ -14,6 +14,7 @@ SUCCESS = 'openstack_leveller_last_success_timestamp_seconds'
 RUN = 'openstack_leveller_last_run_timestamp_seconds'
 EXIT = 'openstack_leveller_last_run_exit_code'
 CTL = '{command="apply",instance="ctl1"}'
+CTL3 = '{command="apply",instance="ctl3"}'
 LABELS = {'command': 'apply', 'instance': 'ctl1'}
 
 
@@ -42,7 +43,11 @@ class TestSampleAlertRules(unittest.TestCase):
                      {'series': RUN + CTL, 'values': '0+60x300'},
                      {'series': EXIT + CTL, 'values': '0 3x300'},
                      {'series': RUN + '{command="apply",instance="ctl2"}',
-                      'values': '0+60x300'}],
+                      'values': '0+60x300'},
+                     # ctl3 succeeded at 0, then a blackout held it back.
+                     {'series': SUCCESS + CTL3, 'values': '0x300'},
+                     {'series': RUN + CTL3, 'values': '0+60x300'},
+                     {'series': EXIT + CTL3, 'values': '0 5x300'}],
                      'alert_rule_test': [
                          {'eval_time': '2h', 'alertname':
                           'LevellerNoSuccessfulRun', 'exp_alerts': []},

@@ -79,6 +79,20 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
         self.assertEqual(1, self.value('last_run_exit_code'))
         self.assertEqual([], self.nova.calls)
 
+    def test_a_blackout_says_5_and_keeps_the_last_success(self):
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        success = self.value('last_success_timestamp_seconds')
+        self.clouds_yaml['windows'] = {'blackout': ['* * * * *']}
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code, err)
+        self.assertEqual(5, self.value('last_run_exit_code'))
+        self.assertEqual(success, self.value('last_success_timestamp_seconds'))
+        self.assertNotIn(P + 'last_run_imbalance_before',
+                         {name for name, _ in self.metrics()})
+
     def test_a_dry_run_writes_nothing(self):
         code, out, err = self.apply(['--dry-run', '--metrics-file',
                                      self.path])
