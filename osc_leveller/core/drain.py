@@ -21,6 +21,7 @@ import datetime
 
 from osc_leveller.core import config
 from osc_leveller.core import filters
+from osc_leveller.core import headroom
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -88,21 +89,17 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
         kinds[server.id] = policy.kind_of(server)
     moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
     return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced),
-                 _headroom(targets, state, by_model, moves))
+                 _headroom(targets, state, rules, moves))
 
 
-def _headroom(targets, state, by_model, moves):
-    """N+1 after the drain, in each domain that receives servers."""
+def _headroom(targets, state, rules, moves):
+    """N+1 after the drain, in each domain that receives servers: could
+    the servers of any one hypervisor left be placed on the others."""
     receiving = {m.domain for m in moves}
-    found = []
-    for domain in sorted(receiving):
-        members = [h for h in targets
-                   if scoring.domain_of(h, by_model) == domain]
-        reason = scoring.n_plus_one(
-            members, usage=lambda hyp, rc: state.usage(hyp.name, rc))
-        if reason:
-            found.append((domain, reason))
-    return tuple(found)
+    return tuple(
+        (found.domain, found.why()) for found in headroom.of_domains(
+            rules.snapshot, state, rules, names={h.name for h in targets})
+        if found.domain in receiving and not found.ok)
 
 
 def _move(server, dest, state, by_model, into):

@@ -238,29 +238,3 @@ def pooled_imbalance(stats):
     if not hosts:
         return 0.0
     return math.sqrt(sum(s.hosts * s.imbalance ** 2 for s in stats) / hosts)
-
-
-def n_plus_one(hypervisors, usage=None):
-    """None if any one host's allocations fit in the others' free capacity.
-
-    Otherwise a reason naming the host and resource class that does not fit.
-    Fragmentation is ignored: this is a necessary, not a sufficient, check.
-    usage(hyp, rc): what is allocated (default: the snapshot's usage).
-    """
-    usage = usage or (lambda hyp, rc: hyp.usage(rc))
-    free = collections.Counter()
-    for hyp in hypervisors:
-        for rc in hyp.inventories:
-            free[rc] += max(0.0, hyp.capacity(rc) - usage(hyp, rc))
-    worst = None
-    for hyp in hypervisors:
-        for rc in hyp.inventories:
-            used = usage(hyp, rc)
-            others = free[rc] - max(0.0, hyp.capacity(rc) - used)
-            short = used - others
-            if short > 0 and (worst is None or short > worst[0]):
-                worst = (short, hyp.name, rc)
-    if worst is None:
-        return None
-    return 'losing %s leaves %s short by %d' % (worst[1], worst[2],
-                                                math.ceil(worst[0]))

@@ -3,7 +3,10 @@
 from osc_lib.command import command
 
 from osc_leveller.core import config
+from osc_leveller.core import filters
+from osc_leveller.core import headroom
 from osc_leveller.core import model
+from osc_leveller.core import options as core_options
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
@@ -32,7 +35,8 @@ class ScoreLeveller(command.Lister):
         parser.add_argument(
             '--summary', action='store_true', default=False,
             help='List one row per balancing domain (AZ x CPU model) with '
-                 'its imbalance and N+1 headroom, instead of one per '
+                 'its imbalance and N+1 headroom (could the servers of any '
+                 'one hypervisor be placed on the others), instead of one per '
                  'hypervisor')
         return parser
 
@@ -46,10 +50,14 @@ class ScoreLeveller(command.Lister):
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(
             {h.name: state.score(h.name) for h in usable}, domains)
+        # N+1: each domain's hypervisors' servers packed onto the others.
+        rules = filters.Rules(snapshot, core_options.from_settings(effective))
+        spare = {h.domain: h.reason() for h in headroom.of_domains(
+            snapshot, state, rules, names={h.name for h in usable})}
         if parsed_args.summary:
-            return DOMAIN_COLUMNS, self._domain_rows(snapshot, stats, domains)
+            return DOMAIN_COLUMNS, self._domain_rows(stats, spare)
         say = common.StderrWriter(self.app)
-        for line in _summary_lines(snapshot, state, stats, domains):
+        for line in _summary_lines(snapshot, state, stats, spare):
             say(line)
         names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         # A hypervisor whose figures make no sense has no score: last.
@@ -92,20 +100,14 @@ class ScoreLeveller(command.Lister):
             )
         return row
 
-    def _domain_rows(self, snapshot, stats, domains):
+    def _domain_rows(self, stats, spare):
         return [(s.domain, s.hosts, columns.ScoreColumn(s.mean),
                  round(s.imbalance, 4), round(s.gap, 4), s.hottest, s.coolest,
-                 _n_plus_one(snapshot, s.domain, domains))
+                 spare[s.domain])
                 for s in stats]
 
 
-def _n_plus_one(snapshot, domain, domains):
-    members = [snapshot.hypervisor(h) for h, d in domains.items()
-               if d == domain]
-    return scoring.n_plus_one(members) or 'yes'
-
-
-def _summary_lines(snapshot, state, stats, domains):
+def _summary_lines(snapshot, state, stats, spare):
     missing = sum(1 for h in snapshot.hypervisors
                   if state.load_model.hosts[h.name].mode ==
                   scoring.ALLOCATIONS)
@@ -135,4 +137,4 @@ def _summary_lines(snapshot, state, stats, domains):
     for s in stats:
         yield '  %-32s %15s  imbalance %.3f  gap %.2f  N+1 %s' % (
             s.domain, common.plural(s.hosts, 'hypervisor'), s.imbalance,
-            s.gap, _n_plus_one(snapshot, s.domain, domains))
+            s.gap, spare[s.domain])

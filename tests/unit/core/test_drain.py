@@ -116,4 +116,5 @@ class TestPlanDrain(unittest.TestCase):
         self.assertTrue(result.complete)
         self.assertEqual('az1/Gen1', result.no_headroom[0][0])
         self.assertRegex(result.no_headroom[0][1],
-                         r'^losing hv[23] leaves MEMORY_MB short by \d+$')
+                         r'^losing hv[23], \d servers fit nowhere: .*'
+                         r'MEMORY_MB full')

@@ -133,13 +133,3 @@ class TestImbalance(unittest.TestCase):
         self.assertAlmostEqual(math.sqrt((2 * 0.01 + 0) / 4),
                                scoring.pooled_imbalance(stats))
         self.assertEqual(0.0, scoring.pooled_imbalance([]))
-
-    def test_n_plus_one(self):
-        hyps = [b.hypervisor('hv%d' % i, ram_gb=100) for i in (1, 2, 3)]
-        fits = b.snapshot(hyps, [b.server('s%d' % i, 'hv%d' % i, ram_gb=60)
-                                 for i in (1, 2)])
-        self.assertIsNone(scoring.n_plus_one(fits.hypervisors))
-        full = b.snapshot(hyps, [b.server('s%d' % i, 'hv%d' % i, ram_gb=70)
-                                 for i in (1, 2, 3)])
-        self.assertEqual('losing hv1 leaves MEMORY_MB short by 10240',
-                         scoring.n_plus_one(full.hypervisors))

@@ -1,0 +1,224 @@
+"""N+k headroom: could the servers of any k hypervisors of a balancing
+domain be placed on the others?
+
+Adding up free capacity says yes when the servers would only fit in
+pieces, or not at all where server groups, aggregates or traits forbid it.
+Here the servers of each lost set are packed, largest first, each onto the
+first remaining hypervisor of the domain (most free RAM first) that the
+planner's filters accept, as Nova's scheduler would judge it: capacity
+under the allocation ratios, server groups, aggregates, traits, AZ, CPU
+compatibility and service state. Not the leveller's own limits (ceiling,
+saturation, exclusions): a host failure is when they give way.
+
+First-fit decreasing may miss a packing that exists, so a "no" is an
+answer for this order, which is the order in which an operator would
+rebuild them; a "yes" names a real placement.
+"""
+
+import dataclasses
+import itertools
+import math
+
+from osc_leveller.core import config
+from osc_leveller.core import filters
+from osc_leveller.core import model
+from osc_leveller.core import scoring
+
+FILTERS = (filters.service, filters.inventory, filters.availability_zone,
+           filters.cpu_compatible, filters.aggregate_extra_specs,
+           filters.tenant_isolation, filters.required_traits,
+           filters.capacity)  # and server groups as a rebuild sees them
+# Above this many sets of k hypervisors, only the heaviest sets are packed.
+MAX_SETS = 200
+SHOWN = 3  # servers named in a reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Headroom:
+    domain: str
+    k: int
+    hypervisors: int  # usable hypervisors of the domain
+    lost: tuple = ()  # names of the first set whose servers do not fit
+    unplaced: tuple = ()  # (server, reason) of that set
+    sets: int = 0  # sets of k hypervisors packed
+    every_set: bool = True  # False: only the heaviest sets (see MAX_SETS)
+
+    @property
+    def ok(self):
+        return not self.lost
+
+    def reason(self):
+        """'yes', or 'no: ' and why not."""
+        if self.ok:
+            return 'yes' if self.every_set else \
+                'yes for the %d heaviest sets of %d' % (self.sets, self.k)
+        return 'no: ' + self.why()
+
+    def why(self):
+        """Why not: the servers that fit nowhere, and why the first did
+        not fit on the hypervisor with the most free RAM."""
+        if self.hypervisors <= self.k:
+            return 'only %d hypervisor%s' % (self.hypervisors,
+                                             's' * (self.hypervisors != 1))
+        names = ', '.join(s.label for s, _ in self.unplaced[:SHOWN])
+        more = ' and %d more' % (len(self.unplaced) - SHOWN) \
+            if len(self.unplaced) > SHOWN else ''
+        return 'losing %s, %d server%s fit nowhere: %s%s (%s)' % (
+            ', '.join(self.lost), len(self.unplaced),
+            's' * (len(self.unplaced) != 1), names, more,
+            self.unplaced[0][1])
+
+
+def of_domains(snapshot, state, rules, k=1, names=None):
+    """[Headroom] of every balancing domain, over the usable hypervisors
+    (or those named), in the given state."""
+    by_model = rules.options.cpu_compatibility == config.CPU_MODEL
+    members = {}
+    for hyp in snapshot.hypervisors:
+        if (hyp.usable if names is None else hyp.name in names):
+            members.setdefault(scoring.domain_of(hyp, by_model), []).append(
+                hyp)
+    return [of_domain(domain, hyps, state, rules, k)
+            for domain, hyps in sorted(members.items())]
+
+
+def of_domain(domain, hypervisors, state, rules, k=1):
+    """Headroom of one domain: the first set of k that does not fit."""
+    residents = _residents(hypervisors, state, rules.snapshot)
+    if len(hypervisors) <= k:
+        if any(residents[h.name] for h in hypervisors):
+            return Headroom(domain, k, len(hypervisors),
+                            tuple(h.name for h in hypervisors))
+        return Headroom(domain, k, len(hypervisors))
+    sets, every = _sets(hypervisors, residents, state, k)
+    for lost in sets:
+        unplaced = pack(lost, hypervisors, residents, state, rules)
+        if unplaced:
+            return Headroom(domain, k, len(hypervisors),
+                            tuple(h.name for h in lost), unplaced,
+                            len(sets), every)
+    return Headroom(domain, k, len(hypervisors), sets=len(sets),
+                    every_set=every)
+
+
+def pack(lost, hypervisors, residents, state, rules):
+    """[(server, reason)] of the lost hypervisors' servers that fit on no
+    other; state is left as it was.
+
+    The servers of a hard affinity group go together, to one hypervisor,
+    as an operator rebuilds them; soft policies only weigh in Nova.
+    """
+    gone = {h.name for h in lost}
+    others = sorted((h for h in hypervisors if h.name not in gone),
+                    key=lambda h: (-_free(h, state), h.name))
+    leaving = [s for h in lost for s in residents[h.name]]
+    ids = {s.id for s in leaving}
+    checks = FILTERS + (lambda server, dest, state, rules: _groups(
+        server, dest, state, rules, ids),)
+    placed, unplaced = [], []
+    try:
+        for unit in _units(leaving, rules):
+            first = None
+            for dest in others:
+                done, why = [], None
+                for server in unit:
+                    why = filters.first_reason(checks, server, dest, state,
+                                               rules)
+                    if why:
+                        break
+                    done.append((server.id, state.host_of(server.id)))
+                    state.apply(server.id, dest.name)
+                if not why:
+                    placed.extend(done)
+                    break
+                for server_id, home in reversed(done):
+                    state.apply(server_id, home)
+                first = first or (dest, '%s: %s' % (server.label, why))
+            else:
+                unplaced.extend((server, _why(first)) for server in unit)
+    finally:
+        for server_id, home in reversed(placed):
+            state.apply(server_id, home)
+    return unplaced
+
+
+def _units(leaving, rules):
+    """The leaving servers as units that go together, largest first: the
+    members of a hard affinity group in one unit, any other alone."""
+    units = {}
+    for server in sorted(leaving, key=lambda s: (s.name, s.id)):
+        group = next((g.id for g in rules.groups_of.get(server.id, ())
+                      if g.policy == 'affinity'), None)
+        units.setdefault(group or server.id, []).append(server)
+    return sorted(units.values(), key=lambda unit: (
+        -sum(s.ram_gb for s in unit), -sum(s.flavor.vcpus for s in unit),
+        unit[0].name, unit[0].id))
+
+
+def _groups(server, dest, state, rules, leaving):
+    """Nova's hard server-group rules for a rebuild elsewhere."""
+    for group in rules.groups_of.get(server.id, ()):
+        others = [m for m in rules.group_members[group.id] if m != server.id]
+        label = group.name or group.id
+        if group.policy == 'anti-affinity':
+            here = [m for m in others if state.host_of(m) == dest.name]
+            if len(here) >= (group.max_server_per_host or 1):
+                return 'anti-affinity group %s: %s already hosts %s' % (
+                    label, dest.name, ', '.join(sorted(
+                        rules.snapshot.server(m).label for m in here)))
+        elif group.policy == 'affinity':
+            staying = [m for m in others if m not in leaving]
+            if staying and state.host_of(staying[0]) != dest.name:
+                return 'affinity group %s: its other servers are on %s' % (
+                    label, state.host_of(staying[0]))
+    return None
+
+
+def _why(first):
+    if first is None:
+        return 'no other hypervisor'
+    dest, why = first
+    return 'on %s, %s' % (dest.name, why)
+
+
+def _residents(hypervisors, state, snapshot):
+    """{hypervisor name: [servers]} in state."""
+    found = {h.name: [] for h in hypervisors}
+    for server in snapshot.servers:
+        here = found.get(state.host_of(server.id))
+        if here is not None:
+            here.append(server)
+    return found
+
+
+def _free(hyp, state):
+    inv = hyp.inventories.get(model.MEMORY_MB)
+    return inv.capacity - state.usage(hyp.name, model.MEMORY_MB) \
+        if inv else 0.0
+
+
+def _sets(hypervisors, residents, state, k):
+    """(the sets of k hypervisors to pack, whether they are all of them).
+
+    Every set for k = 1 or while there are at most MAX_SETS; beyond, the
+    k with the
+    most RAM, the most vCPUs and the most servers allocated, and the sets
+    that swap one of those for each next heaviest: the losses that are
+    hardest to absorb.
+    """
+    if k == 1 or math.comb(len(hypervisors), k) <= MAX_SETS:
+        return [tuple(c) for c in itertools.combinations(
+            sorted(hypervisors, key=lambda h: h.name), k)], True
+    sets = []
+    for weight in (lambda h: state.usage(h.name, model.MEMORY_MB),
+                   lambda h: scoring.cpu_allocated(
+                       {rc: state.usage(h.name, rc)
+                        for rc in (model.VCPU, model.PCPU)}),
+                   lambda h: len(residents[h.name])):
+        ranked = sorted(hypervisors, key=lambda h: (-weight(h), h.name))
+        heaviest = tuple(ranked[:k])
+        sets.append(heaviest)
+        for other in ranked[k:k + MAX_SETS // 3]:
+            sets.append(heaviest[:-1] + (other,))
+    unique = {tuple(sorted(h.name for h in s)): s for s in sets}
+    return list(unique.values())[:MAX_SETS], False
