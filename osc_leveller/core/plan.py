@@ -47,6 +47,9 @@ class Move:
     # where neither can move alone) share this label; they only lower the
     # load together, and apply runs them as one.
     exchange: str = ''
+    # The better-ranked destination that refused the server, and why:
+    # (hypervisor, reason), or () when the best one took it.
+    refused: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +174,10 @@ def _move_doc(move):
     for key in ('source_score', 'destination_score', 'imbalance'):
         doc[key] = {'before': move.__dict__[key][0],
                     'after': move.__dict__[key][1]}
+    if move.refused:
+        doc['refused'] = dict(zip(('hypervisor', 'reason'), move.refused))
+    else:
+        del doc['refused']
     return doc
 
 
@@ -263,6 +270,9 @@ def _move(doc):
     values = dict(doc)
     for key in ('source_score', 'destination_score', 'imbalance'):
         values[key] = (doc[key]['before'], doc[key]['after'])
+    if 'refused' in doc:
+        values['refused'] = (doc['refused']['hypervisor'],
+                             doc['refused']['reason'])
     return Move(**values)
 
 

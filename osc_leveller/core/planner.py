@@ -296,10 +296,11 @@ class Planner:
                           why, src_before, mean, server.label,
                           _describe(server, self.model), src_after,
                           dest_host, dst_before, dst_after))
+        refused = ()
         if best.refused is not None:
-            refused, why_refused = best.refused
+            refused = best.refused
             reason += ' (%s refused: %s)' % (
-                self.snapshot.hypervisor(refused).host, why_refused)
+                self.snapshot.hypervisor(refused[0]).host, refused[1])
         return plan_mod.Move(
             server_id=sid, server_name=server.name, source=src,
             destination=dst,
@@ -307,7 +308,8 @@ class Planner:
             wave=wave, domain=domain.name, ram_gb=server.ram_gb,
             gain=best.gain, source_score=(src_before, src_after),
             destination_score=(dst_before, dst_after),
-            imbalance=(std_before, domain.std()), reason=reason)
+            imbalance=(std_before, domain.std()), reason=reason,
+            refused=refused)
 
     def explain(self, server):
         """Rows (hypervisor, domain, score, verdict, reason) for one server."""

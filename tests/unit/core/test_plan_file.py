@@ -7,6 +7,7 @@ import unittest
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
+from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 
 
@@ -32,6 +33,30 @@ class TestPlanFile(unittest.TestCase):
         self.assertEqual(0.05, document['options']['threshold'])
         self.assertEqual(the_plan.moves[0].destination_host,
                          document['moves'][0]['destination_host'])
+
+    def test_a_refused_destination_is_kept(self):
+        # The demo plan's move of vm-0079 names cmp-b19, which the finance
+        # aggregate keeps for other projects.
+        the_plan = planner.make_plan(snapshot_io.load('demo'),
+                                     opts.PlannerOptions())
+        refused = [m for m in the_plan.moves if m.refused]
+        self.assertEqual(['vm-0079'], [m.server_name for m in refused])
+        hypervisor, why = refused[0].refused
+        self.assertTrue(hypervisor.startswith('cmp-b19'))
+        self.assertIn('aggregate finance', why)
+        self.assertIn('(cmp-b19 refused: %s)' % why,
+                      refused[0].reason)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'plan.json')
+            plan_mod.write(the_plan, path)
+            with open(path) as f:
+                document = json.load(f)
+            again = plan_mod.read(path)
+        self.assertEqual(the_plan.moves, again.moves)
+        documented = [m for m in document['moves'] if 'refused' in m]
+        self.assertEqual({'hypervisor': hypervisor, 'reason': why},
+                         documented[0]['refused'])
+        self.assertEqual(1, len(documented))
 
     def test_fingerprint_follows_placement_not_metrics(self):
         hyps, servers = b.three_hosts()
