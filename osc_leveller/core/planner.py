@@ -137,9 +137,7 @@ class Planner:
 
     def target(self):
         """The imbalance a domain above the threshold is brought down to."""
-        if self.options.target is None:
-            return self.options.threshold * TARGET_SHARE
-        return self.options.target
+        return target_of(self.options.threshold, self.options.target)
 
     def _unpaid(self, domain, found):
         """Why a candidate does not pay for itself, or None: it must take
@@ -342,6 +340,11 @@ def _describe(server, load_model):
     if server.usage.cpu is not None:
         text += ', %d%% CPU busy' % round(server.usage.cpu * 100)
     return text
+
+
+def target_of(threshold, target):
+    """The target set, or by default TARGET_SHARE of the threshold."""
+    return threshold * TARGET_SHARE if target is None else target
 
 
 def make_plan(snapshot, options):

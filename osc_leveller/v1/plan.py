@@ -8,8 +8,10 @@ from osc_lib.command import command
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
+from osc_leveller.core import report as report_data
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
+from osc_leveller.v1 import report
 
 MOVE_COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Wave', 'Gain',
                 'Reason')
@@ -42,6 +44,8 @@ class PlanLeveller(command.Lister):
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
+        report.add_option(parser, 'the plan, before and after, its moves '
+                          'and their reasons, and what refused them,')
         return parser
 
     @common.boundary
@@ -49,9 +53,15 @@ class PlanLeveller(command.Lister):
         explain = common.given(parsed_args, 'explain')
         target = common.given(parsed_args, 'target_placement')
         output = common.given(parsed_args, 'output_file')
+        report_file = common.given(parsed_args, 'report')
         if explain is not None and target is not None:
             raise exceptions.CommandError(
                 '--explain and --target-placement do not go together')
+        if explain is not None and report_file is not None:
+            raise exceptions.CommandError(
+                '--explain and --report do not go together')
+        if report_file is not None:
+            report.check_target(report_file)
         effective = common.settings(parsed_args, self.app)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         options = common.planner_options(snapshot, effective, self.app)
@@ -70,6 +80,10 @@ class PlanLeveller(command.Lister):
         say = common.StderrWriter(self.app)
         say(_summary(plan, elapsed, output))
         common.say_held(say, plan)
+        if report_file is not None:
+            report.write(report_data.of_plan(snapshot, plan, options),
+                         report_file)
+            say('Report written to %s' % report_file)
         names = MOVE_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         return names, [_row(i, m, parsed_args.long)
                        for i, m in enumerate(plan.moves, start=1)]

@@ -7,11 +7,13 @@ from osc_leveller.core import filters
 from osc_leveller.core import headroom
 from osc_leveller.core import model
 from osc_leveller.core import options as core_options
+from osc_leveller.core import report as report_data
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
+from osc_leveller.v1 import report
 
 HOST_COLUMNS = ('Hypervisor', 'Availability Zone', 'Domain', 'vCPU',
                 'RAM (GiB)', 'CPU %', 'RAM %', 'Pressure %', 'Score')
@@ -38,14 +40,25 @@ class ScoreLeveller(command.Lister):
                  'its imbalance and N+1 headroom (could the servers of any '
                  'one hypervisor be placed on the others), instead of one per '
                  'hypervisor')
+        report.add_option(parser, 'the current load')
         return parser
 
     @common.boundary
     def take_action(self, parsed_args):
+        report_file = common.given(parsed_args, 'report')
+        if report_file is not None:
+            report.check_target(report_file)
         effective = common.settings(parsed_args, self.app)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         state = state_mod.new_state(snapshot, common.weights(effective))
         by_model = effective['cpu_compatibility'] == config.CPU_MODEL
+        if report_file is not None:
+            report.write(report_data.of_state(
+                snapshot, common.weights(effective), by_model,
+                effective['threshold'], effective['target'],
+                effective['ceiling']), report_file)
+            common.StderrWriter(self.app)('Report written to %s'
+                                          % report_file)
         usable = [h for h in snapshot.hypervisors if h.usable]
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(

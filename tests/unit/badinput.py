@@ -989,7 +989,7 @@ def gen_flags(rng, count):
     add(plan + ['--prometheus-url', 'http://p', '--no-prometheus'], 2,
         '--no-prometheus')
     for option in ('--explain', '--snapshot', '--config', '--output-file',
-                   '--target-placement'):
+                   '--target-placement', '--report'):
         add(['leveller', 'plan', '--snapshot', snap] + [option, ''], 1,
             option)
         add(['leveller', 'plan', '--snapshot', snap] + [option, '   '], 1,
@@ -1014,6 +1014,15 @@ def gen_flags(rng, count):
     add(plan + ['--output-file', DIR + '/missing-dir/plan.json'], 1,
         DIR + '/missing-dir/plan.json')
     add(plan + ['--output-file', DIR], 1, DIR)
+    for command in (plan, score):
+        add(command + ['--report', DIR + '/missing-dir/report.html'], 1,
+            '--report', DIR + '/missing-dir')
+        add(command + ['--report', DIR], 1, '--report', 'is a directory')
+    add(score + ['--report', ''], 1, '--report')
+    add(plan + ['--report', DIR + '/no\udcffsuch/report.html'], 1,
+        '--report', 'does not exist')
+    add(plan + ['--explain', 'hot0', '--report', DIR + '/report.html'], 1,
+        '--explain', '--report')
     for flag, value in (('--batch', '-1'), ('--max-parallel', '0'),
                         ('--timeout', '0'), ('--timeout', 'nan'),
                         ('--timeout', 'inf'), ('--lock-file', ''),
