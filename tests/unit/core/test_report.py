@@ -1,0 +1,127 @@
+import unittest
+
+from osc_leveller.core import options as opts
+from osc_leveller.core import planner
+from osc_leveller.core import report
+from osc_leveller.core import scoring
+from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core import state as state_mod
+
+
+def demo_plan():
+    snap = snapshot_io.load('demo')
+    options = opts.PlannerOptions()
+    return snap, options, planner.make_plan(snap, options)
+
+
+class TestPlanReport(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.snap, cls.options, cls.plan = demo_plan()
+        cls.report = report.of_plan(cls.snap, cls.plan, cls.options)
+
+    def test_domains_are_the_plans_most_imbalanced_first(self):
+        domains = {d['domain']: d for d in self.plan.domains}
+        self.assertEqual(sorted(domains),
+                         sorted(d.name for d in self.report.domains))
+        figures = [d.imbalance_before for d in self.report.domains]
+        self.assertEqual(sorted(figures, reverse=True), figures)
+        for domain in self.report.domains:
+            self.assertEqual(domains[domain.name]['before'],
+                             domain.imbalance_before)
+            self.assertEqual(domains[domain.name]['after'],
+                             domain.imbalance_after)
+            # The after bars are the state the plan predicts: their
+            # spread is the plan's imbalance after.
+            scores = [h.after.score for h in domain.hosts]
+            mean = sum(scores) / len(scores)
+            self.assertAlmostEqual(mean, domain.mean_after)
+            self.assertAlmostEqual(domain.imbalance_after, (sum(
+                (s - mean) ** 2 for s in scores) / len(scores)) ** 0.5)
+        self.assertEqual(self.plan.imbalance_after,
+                         self.report.imbalance_after)
+        self.assertEqual((0.05, 0.045, 0.85), (
+            self.report.threshold, round(self.report.target, 6),
+            self.report.ceiling))
+
+    def test_each_hypervisor_before_and_after_the_moves(self):
+        last = {}  # hypervisor -> its score after the last move touching it
+        for move in self.plan.moves:
+            last[move.source] = move.source_score[1]
+            last[move.destination] = move.destination_score[1]
+        hosts = [h for d in self.report.domains for h in d.hosts]
+        # cmp-b07's compute service is disabled: no bar, as in score.
+        self.assertEqual(
+            sorted(h.name for h in self.snap.hypervisors if h.usable),
+            sorted(h.hypervisor for h in hosts))
+        self.assertNotIn('cmp-b07.cloud.example.net',
+                         [h.hypervisor for h in hosts])
+        for host in hosts:
+            if host.hypervisor in last:
+                self.assertAlmostEqual(last[host.hypervisor],
+                                       host.after.score)
+            else:
+                self.assertEqual(host.before, host.after)
+        hottest = self.report.domains[0].hosts
+        self.assertEqual(sorted((h.before.score for h in hottest),
+                                reverse=True),
+                         [h.before.score for h in hottest])
+        # cmp-a03 gives four servers away: less CPU after than before.
+        a03 = hottest[0]
+        self.assertEqual(('cmp-a03.cloud.example.net', 'cmp-a03'),
+                         (a03.hypervisor, a03.label))
+        self.assertLess(a03.after.cpu, a03.before.cpu - 0.3)
+
+    def test_moves_refusals_and_held_of_their_domain(self):
+        by_name = {d.name: d for d in self.report.domains}
+        self.assertEqual(len(self.plan.moves), self.report.moves)
+        for domain in self.report.domains:
+            self.assertEqual(
+                [m for m in self.plan.moves if m.domain == domain.name],
+                list(domain.moves))
+        icelake = by_name['az2/Icelake-Server']
+        self.assertEqual([report.Refusal(
+            'vm-0079', 'cmp-b19.cloud.example.net',
+            'aggregate finance is reserved for other projects')],
+            list(icelake.refused))
+        self.assertIn('its best move, vm-0432', icelake.held)
+        self.assertEqual(
+            ['az2/Icelake-Server'],
+            [d.name for d in self.report.domains if d.held])
+
+
+class TestStateReport(unittest.TestCase):
+    def test_the_current_state_as_score_shows_it(self):
+        snap = snapshot_io.load('demo')
+        weights = dict(scoring.DEFAULT_WEIGHTS)
+        got = report.of_state(snap, weights, True, 0.05, None, 0.85)
+        state = state_mod.new_state(snap, weights)
+        usable = [h for h in snap.hypervisors if h.usable]
+        stats = scoring.domain_stats(
+            {h.name: state.score(h.name) for h in usable},
+            {h.name: scoring.domain_of(h) for h in usable})
+        self.assertEqual('score', got.kind)
+        self.assertIsNone(got.imbalance_after)
+        self.assertAlmostEqual(scoring.pooled_imbalance(stats),
+                               got.imbalance_before)
+        self.assertEqual(
+            sorted((s.domain, round(s.imbalance, 9)) for s in stats),
+            sorted((d.name, round(d.imbalance_before, 9))
+                   for d in got.domains))
+        for domain in got.domains:
+            self.assertEqual((), domain.moves)
+            for host in domain.hosts:
+                self.assertIsNone(host.after)
+                self.assertEqual(state.score(host.hypervisor),
+                                 host.before.score)
+        self.assertAlmostEqual(0.045, got.target)
+
+
+class TestLabels(unittest.TestCase):
+    def test_short_names_only_when_unique(self):
+        self.assertEqual(
+            {'hv1.a.example': 'hv1.a.example', 'hv1.b.example':
+             'hv1.b.example', 'hv2.a.example': 'hv2', 'hv3': 'hv3',
+             '.odd': '.odd'},
+            report.short_labels(['hv1.a.example', 'hv1.b.example',
+                                 'hv2.a.example', 'hv3', '.odd']))

@@ -1,0 +1,275 @@
+import html.parser
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import report as report_data
+from osc_leveller.core import scoring
+from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.v1 import plan
+from osc_leveller.v1 import report
+from osc_leveller.v1 import score
+from tests.unit.core import test_report as core_test
+from tests.unit.v1 import test_commands
+
+# Set by .ci/run: there the browser test must run, never skip.
+REQUIRE_BROWSER = 'OSC_LEVELLER_REQUIRE_BROWSER'
+WINDOW = (1280, 2000)
+
+
+class Page(html.parser.HTMLParser):
+    """The elements of a rendered report: (tag, attributes, the domain of
+    the section and the chart they are in), and the text of the reasons."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.elements = []
+        self.reasons = []
+        self.refusals = []
+        self.held = {}
+        self._domain = self._chart = None
+        self._text = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = attrs.get('class', '').split()
+        if tag == 'section' and 'domain' in classes:
+            self._domain = attrs['data-domain']
+        if tag == 'svg':
+            self._chart = attrs.get('data-chart')
+        self.elements.append((tag, attrs, self._domain, self._chart))
+        if {'reason', 'refusal', 'held'} & set(classes):
+            self._text = (classes, [])
+
+    def handle_endtag(self, tag):
+        if tag == 'svg':
+            self._chart = None
+        if tag in ('td', 'li', 'p') and self._text is not None:
+            classes, parts = self._text
+            text = ''.join(parts)
+            if 'reason' in classes:
+                self.reasons.append((self._domain, text))
+            elif 'refusal' in classes:
+                self.refusals.append((self._domain, text))
+            else:
+                self.held[self._domain] = text
+            self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text[1].append(data)
+
+    def find(self, tag, cls=None, domain=None, chart=None):
+        return [attrs for t, attrs, d, c in self.elements
+                if t == tag and (cls is None or cls in attrs.get(
+                    'class', '').split())
+                and (domain is None or d == domain)
+                and (chart is None or c == chart)]
+
+
+def png_size(path):
+    """(width, height) of a PNG file, from its header."""
+    with open(path, 'rb') as f:
+        head = f.read(24)
+    if head[:8] != b'\x89PNG\r\n\x1a\n' or head[12:16] != b'IHDR':
+        raise AssertionError('%s is not a PNG file' % path)
+    return struct.unpack('>II', head[16:24])
+
+
+def chromium():
+    """The browser's path; a skip where none is installed, unless
+    REQUIRE_BROWSER is set (CI), where its absence fails the test."""
+    path = shutil.which('chromium') or shutil.which('chromium-browser')
+    if path is None:
+        if os.environ.get(REQUIRE_BROWSER):
+            raise AssertionError(
+                '%s is set but no chromium is installed (apt-get install '
+                'chromium)' % REQUIRE_BROWSER)
+        raise unittest.SkipTest('no chromium: set %s to make this a '
+                                'failure' % REQUIRE_BROWSER)
+    return path
+
+
+def render_in_browser(page, tmp):
+    """(the DOM chromium rendered, the screenshot's path), from one start
+    of headless chromium with a fresh profile and no network of its own."""
+    shot = os.path.join(tmp, 'screenshot.png')
+    profile = os.path.join(tmp, 'profile')
+    os.mkdir(profile)
+    done = subprocess.run(
+        [chromium(), '--headless', '--no-sandbox', '--disable-gpu',
+         '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update',
+         '--disable-sync', '--user-data-dir=' + profile,
+         '--screenshot=' + shot, '--dump-dom',
+         '--window-size=%d,%d' % WINDOW, 'file://' + os.path.abspath(page)],
+        capture_output=True, text=True, timeout=120)
+    if done.returncode or not os.path.exists(shot):
+        raise AssertionError('chromium failed (%d): %s' % (
+            done.returncode, done.stderr[-2000:]))
+    return done.stdout, shot
+
+
+class TestReportInBrowser(test_commands.CommandTest):
+    def test_the_demo_plan_as_chromium_renders_it(self):
+        path = os.path.join(self.tmp.name, 'report.html')
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--report', path, '--output-file', saved])
+        the_plan = plan_mod.read(saved)
+        dom, shot = render_in_browser(path, self.tmp.name)
+        page = Page(dom)
+
+        self.assertEqual(WINDOW, png_size(shot))
+        # A blank page of that size is 12 KB; the report's bars and text
+        # make it many times that.
+        self.assertGreater(os.path.getsize(shot), 100 * 1024)
+
+        domains = {d['domain'] for d in the_plan.domains}
+        sections = [a['data-domain'] for a in page.find('section', 'domain')]
+        self.assertEqual(sorted(domains), sorted(sections))
+        snap = snapshot_io.load('demo')
+        for name in sections:
+            hosts = sorted(h.name for h in snap.hypervisors
+                           if h.usable and scoring.domain_of(h) == name)
+            charts = [a['data-chart'] for a in page.find(
+                'svg', 'chart', domain=name)]
+            self.assertEqual(['cpu', 'ram', 'score'], charts)
+            for chart in charts:
+                for when in ('before', 'after'):
+                    bars = page.find('rect', when, domain=name, chart=chart)
+                    self.assertEqual(hosts, sorted(
+                        b['data-hypervisor'] for b in bars), (name, chart))
+                    self.assertTrue(all(float(b['width']) >= 0
+                                        for b in bars))
+            self.assertEqual(1, len(page.find('rect', 'threshold',
+                                              domain=name, chart='score')))
+            self.assertEqual(1, len(page.find('line', 'ceiling',
+                                              domain=name, chart='score')))
+            self.assertEqual(1, len(page.find('line', 'gauge-threshold',
+                                              domain=name)))
+            moves = [m for m in the_plan.moves if m.domain == name]
+            self.assertEqual([m.server_id for m in moves], [
+                a['data-server'] for a in page.find('tr', 'move',
+                                                    domain=name)])
+            self.assertEqual([m.reason for m in moves],
+                             [r for d, r in page.reasons if d == name])
+        # The hottest hypervisor gives servers away: its CPU bar after is
+        # shorter than before, and its colour says hot before.
+        a03 = {b['class']: float(b['width']) for b in page.find(
+            'rect', domain='az1/Skylake-Server', chart='cpu')
+            if b.get('data-hypervisor') == 'cmp-a03.cloud.example.net'}
+        self.assertLess(a03['bar after hot'], a03['bar before hot'])
+        self.assertEqual(
+            [('az2/Icelake-Server', 'vm-0079: cmp-b19.cloud.example.net '
+              'refused: aggregate finance is reserved for other projects')],
+            page.refusals)
+        self.assertEqual(['az2/Icelake-Server'], list(page.held))
+        self.assertIn('its best move, vm-0432', page.held[
+            'az2/Icelake-Server'])
+        # Self-contained: nothing to fetch, nothing to run.
+        for tag in ('script', 'link', 'img', 'iframe', 'object'):
+            self.assertEqual([], page.find(tag), tag)
+
+
+class TestReportFile(test_commands.CommandTest):
+    def test_plan_output_unchanged_and_report_written(self):
+        args = ['--snapshot', 'demo', '--long', '--max-moves', '5']
+        names, rows = self.run_cmd(plan.PlanLeveller, args)
+        path = os.path.join(self.tmp.name, 'report.html')
+        with open(path, 'w') as f:
+            f.write('an old report')
+        names2, rows2 = self.run_cmd(plan.PlanLeveller,
+                                     args + ['--report', path])
+        self.assertEqual(names, names2)
+        self.assertEqual([tuple(str(c) for c in r) for r in rows],
+                         [tuple(str(c) for c in r) for r in rows2])
+        self.assertIn('Report written to ' + path,
+                      self.app.stderr.getvalue())
+        with open(path, encoding='utf-8') as f:
+            page = Page(f.read())
+        self.assertEqual(5, len(page.find('tr', 'move')))
+        self.assertEqual([], [n for n in os.listdir(self.tmp.name)
+                              if n.endswith('.tmp')])
+
+    def test_score_shows_the_current_state(self):
+        path = os.path.join(self.tmp.name, 'now.html')
+        self.run_cmd(score.ScoreLeveller, ['--snapshot', 'demo', '--summary',
+                                           '--report', path])
+        with open(path, encoding='utf-8') as f:
+            page = Page(f.read())
+        self.assertEqual(6, len(page.find('section', 'domain')))
+        bars = page.find('rect', 'bar')
+        self.assertEqual(['bar now'] * 39 * 3, [
+            ' '.join(b['class'].split()[:2]) for b in bars])
+        self.assertEqual([], page.find('rect', 'after'))
+        self.assertEqual([], page.find('tr', 'move'))
+
+    def test_a_report_that_cannot_be_written(self):
+        for target, message in (
+                (self.tmp.name, 'is a directory'),
+                (os.path.join(self.tmp.name, 'no', 'r.html'),
+                 'does not exist')):
+            for cls in (plan.PlanLeveller, score.ScoreLeveller):
+                self.assert_command_error(cls, [
+                    '--snapshot', 'demo', '--report', target],
+                    '--report %s: ' % target)
+                self.assert_command_error(cls, [
+                    '--snapshot', 'demo', '--report', target], message)
+        self.assert_command_error(plan.PlanLeveller, [
+            '--snapshot', 'demo', '--explain', 'vm-0157', '--report',
+            os.path.join(self.tmp.name, 'r.html')],
+            '--explain and --report do not go together')
+
+    def test_names_and_reasons_from_the_cloud_are_escaped(self):
+        evil = '<script>alert(1)</script>&"\'<img src=x onerror=alert(2)>'
+        host = report_data.Host(evil + '.example', evil,
+                                report_data.Load(0.5, 0.5, 0.5),
+                                report_data.Load(0.4, 0.4, 0.4))
+        move = core_test.demo_plan()[2].moves[0]
+        move = plan_mod.Move(**dict(
+            move.__dict__, server_name=evil, source=evil + '.example',
+            reason=evil, refused=()))
+        page = report.render(report_data.Report(
+            kind='plan', snapshot_taken_at=0.0,
+            snapshot_source={'cloud': evil}, threshold=0.05, target=0.045,
+            ceiling=0.85, imbalance_before=0.1, imbalance_after=0.05,
+            note=evil, domains=(report_data.Domain(
+                name=evil, imbalance_before=0.1, imbalance_after=0.05,
+                mean_before=0.5, mean_after=0.4, hosts=(host,),
+                moves=(move,), refused=(report_data.Refusal(
+                    evil, evil, evil),), held=evil),)))
+        self.assertNotIn('<script', page)
+        self.assertNotIn('<img', page)
+        self.assertIn('&lt;script&gt;alert(1)&lt;/script&gt;&amp;&#34;'
+                      '&#39;&lt;img', page)
+        parsed = Page(page)
+        self.assertEqual([evil], [a['data-domain']
+                                  for a in parsed.find('section')])
+        self.assertEqual([evil], [r for _, r in parsed.reasons])
+
+    def test_jinja2_only_with_a_report(self):
+        code = ('import sys; import osc_leveller.v1.plan, '
+                'osc_leveller.v1.score; print("jinja2" in sys.modules)')
+        done = subprocess.run([sys.executable, '-c', code],
+                              capture_output=True, text=True, check=True)
+        self.assertEqual('False', done.stdout.strip())
+
+
+class TestPng(unittest.TestCase):
+    def test_png_size_reads_the_header(self):
+        with tempfile.NamedTemporaryFile(suffix='.png') as f:
+            f.write(b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR' +
+                    struct.pack('>II', 1280, 2000))
+            f.flush()
+            self.assertEqual((1280, 2000), png_size(f.name))
+            f.seek(0)
+            f.write(b'GIF89a')
+            f.flush()
+            self.assertRaises(AssertionError, png_size, f.name)
