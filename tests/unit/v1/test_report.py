@@ -134,6 +134,10 @@ class TestReportInBrowser(test_commands.CommandTest):
         domains = {d['domain'] for d in the_plan.domains}
         sections = [a['data-domain'] for a in page.find('section', 'domain')]
         self.assertEqual(sorted(domains), sorted(sections))
+        # The overview links each domain to its section, in that order.
+        self.assertEqual(
+            ['#' + a['id'] for a in page.find('section', 'domain')],
+            [a['href'] for a in page.find('a')])
         snap = snapshot_io.load('demo')
         for name in sections:
             hosts = sorted(h.name for h in snap.hypervisors
