@@ -17,15 +17,20 @@ def make():
     return snap, planner.make_plan(snap, opts.PlannerOptions())
 
 
+def written(the_plan):
+    """(the JSON document, the plan read back) of the plan's file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'plan.json')
+        plan_mod.write(the_plan, path)
+        with open(path) as f:
+            document = json.load(f)
+        return document, plan_mod.read(path)
+
+
 class TestPlanFile(unittest.TestCase):
     def test_round_trip(self):
         snap, the_plan = make()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, 'plan.json')
-            plan_mod.write(the_plan, path)
-            with open(path) as f:
-                document = json.load(f)
-            again = plan_mod.read(path)
+        document, again = written(the_plan)
         self.assertEqual('osc-leveller-plan/1', document['format'])
         self.assertEqual(the_plan.moves, again.moves)
         self.assertEqual(the_plan.fingerprint, again.fingerprint)
@@ -46,12 +51,7 @@ class TestPlanFile(unittest.TestCase):
         self.assertIn('aggregate finance', why)
         self.assertIn('(cmp-b19 refused: %s)' % why,
                       refused[0].reason)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, 'plan.json')
-            plan_mod.write(the_plan, path)
-            with open(path) as f:
-                document = json.load(f)
-            again = plan_mod.read(path)
+        document, again = written(the_plan)
         self.assertEqual(the_plan.moves, again.moves)
         documented = [m for m in document['moves'] if 'refused' in m]
         self.assertEqual({'hypervisor': hypervisor, 'reason': why},
