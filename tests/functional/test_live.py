@@ -14,6 +14,7 @@ from osc_leveller.cloud import measure
 from osc_leveller.core import model
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
+from tests.unit.v1 import test_report
 
 
 # The devcloud exporter's resident memory of a QEMU process beside the guest's
@@ -370,6 +371,27 @@ class TestLiveMixed(base.DevcloudTestCase):
             self.assertNotIn('hv04', (source, dest))
             if move['Server'] == 'web-1':
                 self.assertNotEqual('hv02', dest)
+
+    def test_plan_report_of_the_live_cloud(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'plan.html')
+            moves = base.openstack('leveller', 'plan', '--max-moves', '50',
+                                   '--report', path)
+            with open(path, encoding='utf-8') as f:
+                page = test_report.Page(f.read())
+        self.assertTrue(moves)
+        # The moves of the -f json output, with their reasons, grouped by
+        # domain in the report.
+        self.assertEqual(sorted(m['Reason'] for m in moves),
+                         sorted(reason for _, reason in page.reasons))
+        bars = {a['data-hypervisor'] for a in page.find('rect', 'bar')
+                if 'after' in a['class'].split()}
+        # Every hypervisor by its Nova name, hv04 too, alone in its domain.
+        self.assertEqual(set(self.node.values()), bars)
+        self.assertEqual(
+            ['az1/Cascadelake-Server', 'az2/Icelake-Server',
+             'az2/Skylake-Server'],
+            sorted(a['data-domain'] for a in page.find('section', 'domain')))
 
 
 class TestNotAdmin(base.DevcloudTestCase):
