@@ -78,21 +78,32 @@ def of_domains(snapshot, state, rules, k=1, names=None):
         if (hyp.usable if names is None else hyp.name in names):
             members.setdefault(scoring.domain_of(hyp, by_model), []).append(
                 hyp)
-    return [of_domain(domain, hyps, state, rules, k)
+    residents = {name: [] for hyps in members.values() for name in
+                 (h.name for h in hyps)}
+    for server in snapshot.servers:
+        here = residents.get(state.host_of(server.id))
+        if here is not None:
+            here.append(server)
+    return [of_domain(domain, hyps, state, rules, k, residents)
             for domain, hyps in sorted(members.items())]
 
 
-def of_domain(domain, hypervisors, state, rules, k=1):
-    """Headroom of one domain: the first set of k that does not fit."""
-    residents = _residents(hypervisors, state, rules.snapshot)
+def of_domain(domain, hypervisors, state, rules, k=1, residents=None):
+    """Headroom of one domain: the first set of k that does not fit.
+    residents: {hypervisor name: its servers in state}, if known."""
+    if residents is None:
+        return of_domains(rules.snapshot, state, rules, k, names={
+            h.name for h in hypervisors})[0]
     if len(hypervisors) <= k:
         if any(residents[h.name] for h in hypervisors):
             return Headroom(domain, k, len(hypervisors),
                             tuple(h.name for h in hypervisors))
         return Headroom(domain, k, len(hypervisors))
     sets, every = _sets(hypervisors, residents, state, k)
+    # Most free RAM first; packing never changes the state itself.
+    roomiest = sorted(hypervisors, key=lambda h: (-_free(h, state), h.name))
     for lost in sets:
-        unplaced = pack(lost, hypervisors, residents, state, rules)
+        unplaced = pack(lost, roomiest, residents, state, rules)
         if unplaced:
             return Headroom(domain, k, len(hypervisors),
                             tuple(h.name for h in lost), unplaced,
@@ -101,45 +112,66 @@ def of_domain(domain, hypervisors, state, rules, k=1):
                     every_set=every)
 
 
-def pack(lost, hypervisors, residents, state, rules):
+def pack(lost, roomiest, residents, state, rules):
     """[(server, reason)] of the lost hypervisors' servers that fit on no
-    other; state is left as it was.
+    other (roomiest: the domain's hypervisors, in the order tried).
 
     The servers of a hard affinity group go together, to one hypervisor,
     as an operator rebuilds them; soft policies only weigh in Nova.
     """
     gone = {h.name for h in lost}
-    others = sorted((h for h in hypervisors if h.name not in gone),
-                    key=lambda h: (-_free(h, state), h.name))
+    others = [h for h in roomiest if h.name not in gone]
     leaving = [s for h in lost for s in residents[h.name]]
     ids = {s.id for s in leaving}
     checks = FILTERS + (lambda server, dest, state, rules: _groups(
         server, dest, state, rules, ids),)
-    placed, unplaced = [], []
-    try:
-        for unit in _units(leaving, rules):
-            first = None
-            for dest in others:
-                done, why = [], None
-                for server in unit:
-                    why = filters.first_reason(checks, server, dest, state,
-                                               rules)
-                    if why:
-                        break
-                    done.append((server.id, state.host_of(server.id)))
-                    state.apply(server.id, dest.name)
-                if not why:
-                    placed.extend(done)
+    trial = _Trial(state)
+    unplaced = []
+    for unit in _units(leaving, rules):
+        first = None
+        for dest in others:
+            done, why = [], None
+            for server in unit:
+                why = filters.first_reason(checks, server, dest, trial, rules)
+                if why:
                     break
-                for server_id, home in reversed(done):
-                    state.apply(server_id, home)
-                first = first or (dest, '%s: %s' % (server.label, why))
-            else:
-                unplaced.extend((server, _why(first)) for server in unit)
-    finally:
-        for server_id, home in reversed(placed):
-            state.apply(server_id, home)
+                done.append((server, trial.host_of(server.id)))
+                trial.move(server, dest.name)
+            if not why:
+                break
+            for moved, home in reversed(done):
+                trial.move(moved, home)
+            first = first or (dest, '%s: %s' % (server.label, why))
+        else:
+            unplaced.extend((server, _why(first)) for server in unit)
     return unplaced
+
+
+class _Trial:
+    """A state with some servers rebuilt elsewhere: where servers are and
+    the Placement usage, all that the filters of a rebuild read; the
+    state under it is not changed."""
+
+    def __init__(self, state):
+        self.state = state
+        self.moved = {}
+        self.added = {}  # hypervisor -> {resource class: change}
+
+    def host_of(self, server_id):
+        return self.moved.get(server_id) or self.state.host_of(server_id)
+
+    def usage(self, hypervisor_name, resource_class):
+        added = self.added.get(hypervisor_name)
+        return self.state.usage(hypervisor_name, resource_class) + (
+            added.get(resource_class, 0) if added else 0)
+
+    def move(self, server, destination):
+        source = self.host_of(server.id)
+        for name, sign in ((source, -1), (destination, 1)):
+            added = self.added.setdefault(name, {})
+            for rc, amount in server.resources.items():
+                added[rc] = added.get(rc, 0) + sign * amount
+        self.moved[server.id] = destination
 
 
 def _units(leaving, rules):
@@ -179,16 +211,6 @@ def _why(first):
         return 'no other hypervisor'
     dest, why = first
     return 'on %s, %s' % (dest.name, why)
-
-
-def _residents(hypervisors, state, snapshot):
-    """{hypervisor name: [servers]} in state."""
-    found = {h.name: [] for h in hypervisors}
-    for server in snapshot.servers:
-        here = found.get(state.host_of(server.id))
-        if here is not None:
-            here.append(server)
-    return found
 
 
 def _free(hyp, state):
