@@ -153,6 +153,13 @@ KEYS = (
         flag=Flag('--move-cost', 'Fixed cost of one migration, in GiB of '
                   'RAM copied; higher values favour fewer, larger moves '
                   '(default {default})', '<GiB>')),
+    Key('headroom', INT, 1, minimum=1, maximum=10,
+        help='N+k: how many hypervisors of each balancing domain may be '
+             'lost, their servers placed on the others (score --summary, '
+             'evacuate)',
+        flag=Flag('--headroom', 'Check N+K: could the servers of any K '
+                  'hypervisors of a balancing domain be placed on the '
+                  'others (default {default})', '<k>')),
     Key('cpu_compatibility', CHOICE, CPU_MODEL,
         choices=(CPU_MODEL, CPU_FEATURES), option='cpu_compatibility',
         help='Servers move between the same CPU model, or to hypervisors '

@@ -46,8 +46,11 @@ class Drain:
         return not self.stay and not self.unplaced
 
 
-def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
-    """A Drain emptying the named hypervisors (hypervisor_hostname list)."""
+def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
+               headroom_k=1):
+    """A Drain emptying the named hypervisors (hypervisor_hostname list);
+    its no_headroom: the receiving domains that could not lose headroom_k
+    more hypervisors afterwards."""
     draining = frozenset(hosts)
     options = dataclasses.replace(
         options, cooldown_hours=0.0,
@@ -89,16 +92,16 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False):
         kinds[server.id] = policy.kind_of(server)
     moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
     return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced),
-                 _headroom(targets, state, rules, moves))
+                 _headroom(targets, state, rules, moves, headroom_k))
 
 
-def _headroom(targets, state, rules, moves):
-    """N+1 after the drain, in each domain that receives servers: could
-    the servers of any one hypervisor left be placed on the others."""
+def _headroom(targets, state, rules, moves, k):
+    """N+k after the drain, in each domain that receives servers: could
+    the servers of any k hypervisors left be placed on the others."""
     receiving = {m.domain for m in moves}
     return tuple(
         (found.domain, found.why()) for found in headroom.of_domains(
-            rules.snapshot, state, rules, names={h.name for h in targets})
+            rules.snapshot, state, rules, k, names={h.name for h in targets})
         if found.domain in receiving and not found.ok)
 
 

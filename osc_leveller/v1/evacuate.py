@@ -63,7 +63,8 @@ class EvacuateLeveller(migrating.MigratingCommand):
         parser.add_argument(
             '--keep-n-plus-one', action='store_true', default=False,
             help='Refuse a drain after which a balancing domain could not '
-                 'lose one more hypervisor (N+1); without it, only warn')
+                 'lose one more hypervisor, or --headroom more (N+k); '
+                 'without it, only warn')
         parser.add_argument(
             '--allow-partial', action='store_true', default=False,
             help='Drain what fits even when some servers fit nowhere')
@@ -71,6 +72,7 @@ class EvacuateLeveller(migrating.MigratingCommand):
             '--ignore-windows', action='store_true', default=False,
             help='Move servers even in a blackout window or outside every '
                  'allowed window of the settings (windows.*)')
+        flags.add(parser, 'headroom')
         flags.add(parser, 'include_locked', negative=False)
         migrating.add_run_options(
             parser, 'Show where every server would go, and what stays; '
@@ -185,7 +187,8 @@ class _Run:
         snapshot = self.wait_for_earlier(snapshot, options, own)
         migrating.refuse_if_running(snapshot, options, self.journal, own)
         cold = self.args.cold_migrate_stopped
-        plan = drain.plan_drain(snapshot, names, options, cold)
+        k = self.effective['headroom']
+        plan = drain.plan_drain(snapshot, names, options, cold, k)
         self.journal('start', drain=names, dry_run=self.args.dry_run,
                      moves=len(plan.moves), stay=len(plan.stay),
                      unplaced=len(plan.unplaced))
@@ -199,8 +202,8 @@ class _Run:
             self.journal('refused', reason=why)
             raise migrating.Refused(why)
         for domain, why in plan.no_headroom:
-            text = 'after this drain %s has no N+1 headroom: %s' % (
-                domain, why)
+            text = 'after this drain %s has no N+%d headroom: %s' % (
+                domain, k, why)
             if self.args.keep_n_plus_one:
                 self.journal('refused', reason=text)
                 raise migrating.Refused(text + ' (nothing was moved)')

@@ -20,7 +20,7 @@ HOST_COLUMNS = ('Hypervisor', 'Availability Zone', 'Domain', 'vCPU',
 LONG_COLUMNS = ('Host', 'Status', 'State', 'Servers', 'Load Source',
                 'CPU Pressure %', 'RAM Pressure %')
 DOMAIN_COLUMNS = ('Domain', 'Hypervisors', 'Mean Score', 'Imbalance', 'Gap',
-                  'Hottest', 'Coolest', 'N+1')
+                  'Hottest', 'Coolest')  # and N+k
 
 
 class ScoreLeveller(command.Lister):
@@ -32,14 +32,14 @@ class ScoreLeveller(command.Lister):
         parser = super().get_parser(prog_name)
         common.add_source_options(parser)
         common.add_weight_option(parser)
-        flags.add(parser, 'cpu_compatibility')
+        flags.add(parser, 'cpu_compatibility', 'headroom')
         common.add_long_option(parser)
         parser.add_argument(
             '--summary', action='store_true', default=False,
             help='List one row per balancing domain (AZ x CPU model) with '
-                 'its imbalance and N+1 headroom (could the servers of any '
-                 'one hypervisor be placed on the others), instead of one per '
-                 'hypervisor')
+                 'its imbalance and N+k headroom (could the servers of any '
+                 'k hypervisors be placed on the others; --headroom), '
+                 'instead of one per hypervisor')
         report.add_option(parser, 'the current load')
         return parser
 
@@ -63,14 +63,16 @@ class ScoreLeveller(command.Lister):
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(
             {h.name: state.score(h.name) for h in usable}, domains)
-        # N+1: each domain's hypervisors' servers packed onto the others.
+        # N+k: each domain's hypervisors' servers packed onto the others.
+        k = effective['headroom']
         rules = filters.Rules(snapshot, core_options.from_settings(effective))
         spare = {h.domain: h.reason() for h in headroom.of_domains(
-            snapshot, state, rules, names={h.name for h in usable})}
+            snapshot, state, rules, k, names={h.name for h in usable})}
         if parsed_args.summary:
-            return DOMAIN_COLUMNS, self._domain_rows(stats, spare)
+            return DOMAIN_COLUMNS + ('N+%d' % k,), self._domain_rows(
+                stats, spare)
         say = common.StderrWriter(self.app)
-        for line in _summary_lines(snapshot, state, stats, spare):
+        for line in _summary_lines(snapshot, state, stats, spare, k):
             say(line)
         names = HOST_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         # A hypervisor whose figures make no sense has no score: last.
@@ -120,7 +122,7 @@ class ScoreLeveller(command.Lister):
                 for s in stats]
 
 
-def _summary_lines(snapshot, state, stats, spare):
+def _summary_lines(snapshot, state, stats, spare, k):
     missing = sum(1 for h in snapshot.hypervisors
                   if state.load_model.hosts[h.name].mode ==
                   scoring.ALLOCATIONS)
@@ -148,6 +150,6 @@ def _summary_lines(snapshot, state, stats, spare):
         scoring.pooled_imbalance(stats),
         common.plural(len(stats), 'balancing domain'))
     for s in stats:
-        yield '  %-32s %15s  imbalance %.3f  gap %.2f  N+1 %s' % (
+        yield '  %-32s %15s  imbalance %.3f  gap %.2f  N+%d %s' % (
             s.domain, common.plural(s.hosts, 'hypervisor'), s.imbalance,
-            s.gap, spare[s.domain])
+            s.gap, k, spare[s.domain])

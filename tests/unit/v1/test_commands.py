@@ -126,10 +126,27 @@ class TestScore(CommandTest):
     def test_summary(self):
         names, rows = self.run_cmd(score.ScoreLeveller,
                                    ['--snapshot', 'demo', '--summary'])
-        self.assertEqual(score.DOMAIN_COLUMNS, names)
+        self.assertEqual(score.DOMAIN_COLUMNS + ('N+1',), names)
         self.assertEqual(6, len(rows))
         self.assertEqual(39, sum(r[1] for r in rows))
-        self.assertTrue(all(r[7] for r in rows))
+        self.assertEqual(['yes'] * 6, [r[7] for r in rows])
+        # Losing two of a domain's hypervisors is too much for one of them.
+        names, rows = self.run_cmd(score.ScoreLeveller, [
+            '--snapshot', 'demo', '--summary', '--headroom', '2'])
+        self.assertEqual('N+2', names[-1])
+        lost = [r for r in rows if r[7] != 'yes']
+        self.assertEqual(1, len(lost), rows)
+        self.assertRegex(lost[0][7], r'^no: losing \S+, \S+, \d+ servers? '
+                         r'fit nowhere: ')
+        self.assertIn('  N+2 no: losing', self.run_stderr(
+            ['--snapshot', 'demo', '--headroom', '2']))
+        self.assert_command_error(score.ScoreLeveller, [
+            '--snapshot', 'demo', '--headroom', '0'], '--headroom')
+
+    def run_stderr(self, args):
+        self.app.stderr = io.StringIO()
+        self.run_cmd(score.ScoreLeveller, args)
+        return self.app.stderr.getvalue()
 
     def test_a_saturated_hypervisor_shows_its_demand(self):
         """hv1's 16 threads are all busy, and its server waited for one a
@@ -794,6 +811,20 @@ class TestEvacuate(SimulatedNovaTest):
                                          'json'])
         self.assertEqual(0, code)
         self.assertIn('Warning: after this drain az1/Gen1 has no N+1', err)
+
+    def test_n_plus_k(self):
+        # hv1's 8 servers (96 GiB) spread over hv2-hv4: any two of those
+        # can go, not all three.
+        code, rows, err = self.evacuate(['hv1', '--dry-run', '--headroom',
+                                         '2', '-f', 'json'])
+        self.assertEqual(0, code)
+        self.assertNotIn('headroom', err)
+        code, rows, err = self.evacuate(['hv1', '--headroom', '3',
+                                         '--keep-n-plus-one'])
+        self.assertEqual(apply_cmd.EXIT_REFUSED, code)
+        self.assertIn('after this drain az1/Gen1 has no N+3 headroom: only '
+                      '3 hypervisors', err)
+        self.assertEqual([], self.nova.calls)
 
     def test_restore_moves_stopped_servers_back_cold(self):
         self.nova.servers['id-web0']['status'] = 'SHUTOFF'
