@@ -107,9 +107,9 @@ def write_json(path, document, what):
     write_atomic(path, data, what)
 
 
-def write_atomic(path, text, what):
+def write_atomic(path, text, what, mode=None):
     """Replace the file at path with text (str or bytes), or leave it as
-    it was."""
+    it was. The new file keeps the old one's mode unless mode is given."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(
@@ -125,7 +125,7 @@ def write_atomic(path, text, what):
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(temporary, _mode(path))
+        os.chmod(temporary, _mode(path) if mode is None else mode)
         os.replace(temporary, path)
     except BaseException as exc:
         try:

@@ -13,6 +13,7 @@ from osc_lib.command import command
 from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
 from osc_leveller.core import executor
+from osc_leveller.core import files
 from osc_leveller.core import runmetrics
 from osc_leveller.core import windows
 from osc_leveller.v1 import common
@@ -88,11 +89,11 @@ class MigratingCommand(command.Lister):
             return
         try:
             runfiles.write_metrics(path, self.record, code, time.time())
-        except OSError as exc:
+        except files.FileError as exc:
             # The run is over: its exit code says how it went; the file's
             # own failure must not hide it.
-            self.app.stderr.write('Cannot write the metrics file %s: %s\n'
-                                  % (path, common.printable(str(exc))))
+            message = common.printable(str(exc))
+            self.app.stderr.write(message[:1].upper() + message[1:] + '\n')
 
 
 def rows(results):

@@ -5,8 +5,8 @@ import fcntl
 import json
 import os
 import stat
-import tempfile
 
+from osc_leveller.core import files
 from osc_leveller.core import runmetrics
 
 
@@ -90,18 +90,14 @@ def write_metrics(path, record, exit_code, now):
         record, exit_code, now,
         runmetrics.last_success(_previous(path), record.command, now))
     directory = os.path.dirname(path) or '.'
-    os.makedirs(directory, exist_ok=True)
-    # node_exporter reads *.prom only: the temporary name is skipped.
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix='.leveller-',
-                                     suffix='.tmp')
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(text)
-        os.chmod(temporary, 0o644)  # node_exporter runs as another user
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise files.FileError('cannot write the metrics file %s: %s' % (
+            path, exc.strerror or exc)) from None
+    # node_exporter reads *.prom only, so it skips the temporary file;
+    # it runs as another user, hence 0644.
+    files.write_atomic(path, text, 'the metrics file', mode=0o644)
 
 
 def _previous(path):
@@ -112,10 +108,11 @@ def _previous(path):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return ''
-    with os.fdopen(fd, 'rb') as f:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return ''
-            return f.read(runmetrics.MAX_PREVIOUS).decode('utf-8', 'replace')
-        except OSError:
-            return ''
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ''  # fdopen of a directory would fail and keep fd open
+        return os.read(fd, runmetrics.MAX_PREVIOUS).decode('utf-8', 'replace')
+    except OSError:
+        return ''
+    finally:
+        os.close(fd)

@@ -107,6 +107,13 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
         self.assertIn('Cannot write the metrics file %s' % self.path, err)
         self.assertEqual(['leveller.prom'], os.listdir(self.textfiles))
 
+    def test_a_directory_in_its_place_leaves_no_file_open(self):
+        os.makedirs(self.path)
+        before = len(os.listdir('/proc/self/fd'))
+        for _ in range(5):
+            self.assertEqual('', runfiles._previous(self.path))
+        self.assertEqual(before, len(os.listdir('/proc/self/fd')))
+
     def test_a_fifo_in_its_place_does_not_hang_the_run(self):
         os.makedirs(self.textfiles)
         os.mkfifo(self.path)
