@@ -160,6 +160,19 @@ KEYS = (
         flag=Flag('--headroom', 'Check N+K: could the servers of any K '
                   'hypervisors of a balancing domain be placed on the '
                   'others (default {default})', '<k>')),
+    Key('keep_n_plus_one', BOOL, False, option='keep_n_plus_one',
+        help='Keep N+1: plan and apply no move after which the servers of '
+             'a hypervisor, if it were lost, could no longer be placed on '
+             'the others of its balancing domain; evacuate refuses, instead '
+             'of warning, a drain that leaves a domain without N+K '
+             '(headroom)',
+        flag=Flag('--keep-n-plus-one', 'Refuse any move after which the '
+                  'servers of a hypervisor of the balancing domain could no '
+                  'longer be placed on the others if it were lost (N+1); '
+                  'evacuate refuses a drain that leaves a domain without '
+                  'N+K (--headroom) and otherwise only warns',
+                  negative='--no-keep-n-plus-one',
+                  negative_help='Do not hold moves to N+1 (default)')),
     Key('cpu_compatibility', CHOICE, CPU_MODEL,
         choices=(CPU_MODEL, CPU_FEATURES), option='cpu_compatibility',
         help='Servers move between the same CPU model, or to hypervisors '

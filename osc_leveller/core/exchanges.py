@@ -8,6 +8,7 @@ third hypervisor when neither host has room first.
 
 import dataclasses
 
+from osc_leveller.core import headroom
 from osc_leveller.core import paths
 from osc_leveller.core import policy
 
@@ -79,6 +80,8 @@ def best(snapshot, state, rules, options, domain, scores, free):
             sequence = paths.sequence(snapshot, {a: dst, b: src}, options,
                                       state, rules, (a, b), policy.BALANCE)
         except paths.PathError:
+            continue
+        if headroom.exchange_breaks(state, rules, sequence):
             continue
         cost = sum(snapshot.server(sid).ram_gb
                    + options.move_cost_gb for sid, _ in sequence)

@@ -434,6 +434,7 @@ class _View:
                                          planner_options.weights)
         for move in chosen:
             self.state.apply(move.server_id, move.destination)
+        self.rules.kept_state = self.state  # where N+1 is kept, if asked
         return self.snapshot, self.state, self.rules
 
 

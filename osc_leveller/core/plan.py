@@ -72,14 +72,16 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=BALANCE, held=None):
+          kind=BALANCE, held=None, lost=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
     the moves; created: when planning started (seconds since the epoch);
-    held: {domain: what keeps it above the threshold with no move}.
+    held: {domain: what keeps it above the threshold with no move};
+    lost: {domain: why it had no N+1 to keep, with keep_n_plus_one}.
     """
     held = held or {}
+    lost = lost or {}
     return Plan(
         moves=tuple(moves),
         imbalance_before=scoring.pooled_imbalance(before),
@@ -88,7 +90,9 @@ def build(snapshot, options, moves, before, after, created, note='',
             dict({'domain': b.domain, 'hosts': b.hosts,
                   'before': b.imbalance, 'after': a.imbalance,
                   'moves': sum(1 for m in moves if m.domain == b.domain)},
-                 **({'held': held[b.domain]} if b.domain in held else {}))
+                 **({'held': held[b.domain]} if b.domain in held else {}),
+                 **({'n_plus_one': lost[b.domain]} if b.domain in lost
+                    else {}))
             for b, a in zip(before, after)),
         fingerprint=fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,

@@ -36,6 +36,7 @@ import time
 from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
+from osc_leveller.core import headroom
 from osc_leveller.core import held
 from osc_leveller.core import forecast
 from osc_leveller.core import objective
@@ -57,6 +58,7 @@ class Planner:
         self.state = state_mod.new_state(snapshot, options.weights)
         self.model = self.state.load_model
         self.rules = filters.Rules(snapshot, options)
+        self.rules.kept_state = self.state  # where N+1 is kept, if asked
         self.search = search.MoveSearch(snapshot, self.state, self.rules,
                                         self.options)
         self.exchanges = 0
@@ -123,7 +125,15 @@ class Planner:
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
                               note=self._note(before, active, moves),
-                              held=held_back)
+                              held=held_back, lost=self._lost(groups))
+
+    def _lost(self, groups):
+        """{domain: why}: the domains in scope that had no N+1 to keep
+        when planning started (keep_n_plus_one)."""
+        if not self.options.keep_n_plus_one:
+            return {}
+        lost = headroom.guard_of(self.state, self.rules).lost
+        return {name: lost[name].why() for name in groups if name in lost}
 
     def _momentary(self, before):
         """{domain: why}: above the threshold now, not on the load planned

@@ -6,8 +6,9 @@ is the destination filters' question: Nova's, the same for every kind of
 move, and for balancing one of its own.
 
 - BALANCE (plan, and apply of its plans): everything, the cooldown and the
-  balancing scope included; and a server does not go back to a hypervisor
-  it left within the return window.
+  balancing scope included; a server does not go back to a hypervisor it
+  left within the return window; and with keep_n_plus_one, no move breaks
+  N+1 (core/headroom.py).
 - PLACEMENT (plan --target): what Nova refuses, locks and opt-outs, and the
   projects and hypervisors the options select. An operator's target does
   not wait for a cooldown, nor need to even out the load; it may send a
@@ -21,6 +22,7 @@ move, and for balancing one of its own.
 import dataclasses
 
 from osc_leveller.core import filters
+from osc_leveller.core import headroom
 from osc_leveller.core import model
 
 LIVE = 'live'
@@ -86,7 +88,7 @@ _NOVA = (filters.status, filters.task_state, filters.locked,
 
 BALANCE = Policy('balance', _NOVA + (
     filters.cooldown, filters.source_in_scope, filters.source_usable),
-    filters.DESTINATION_FILTERS + (filters.returning,))
+    filters.DESTINATION_FILTERS + (filters.returning, headroom.headroom))
 # A server its exchange parked a moment ago: the cooldown it is in is the
 # one that parking move started.
 BALANCE_AGAIN = BALANCE.without(filters.cooldown)

@@ -20,6 +20,7 @@ class State:
         self._load = {name: [h.cpu_load, h.ram_load]
                       for name, h in load_model.hosts.items()}
         self.moved = set()
+        self.history = []  # (server, source, destination) of each move
 
     def host_of(self, server_id):
         moved = self._host_of.get(server_id)
@@ -59,6 +60,7 @@ class State:
                         for name, usage in self._usage.items()}
         other._load = {name: list(load) for name, load in self._load.items()}
         other.moved = set(self.moved)
+        other.history = list(self.history)
         return other
 
     def apply(self, server_id, destination):
@@ -79,6 +81,7 @@ class State:
             load[1] += sign * ram
         self._host_of[server_id] = destination
         self.moved.add(server_id)
+        self.history.append((server_id, source, destination))
 
 
 def new_state(snapshot, weights=None):

@@ -1,5 +1,7 @@
 """openstack leveller apply"""
 
+import dataclasses
+
 from osc_lib import exceptions
 
 from osc_leveller.core import checks
@@ -87,6 +89,12 @@ class ApplyLeveller(migrating.MigratingCommand):
         elif plan.fingerprint != plan_mod.fingerprint(snapshot):
             say('The cloud changed since the plan was made: each move is '
                 'checked again before it runs')
+        if plan.options.get('keep_n_plus_one') is True and \
+                not options.keep_n_plus_one:
+            # Only ever stricter: a plan file never loosens a check.
+            options = dataclasses.replace(options, keep_n_plus_one=True)
+            say('The plan was made with keep_n_plus_one: each move is '
+                'checked to keep N+1')
         runner = executor.Executor(
             actions, options, migrating.apply_options(
                 effective, parsed_args.dry_run),

@@ -242,7 +242,7 @@ def add_planner_options(parser, snapshot=True):
     flags.add(parser, 'max_moves', 'threshold', 'target', 'min_drop',
               'min_drop_per_gb', 'min_gain', 'ceiling',
               'move_cost', 'cpu_compatibility', 'cooldown', 'cooldown_max',
-              'return_window', 'include_locked',
+              'return_window', 'include_locked', 'keep_n_plus_one',
               'exclude_hosts', 'availability_zones', 'projects',
               'exclude_projects')
     return parser
@@ -260,8 +260,13 @@ class StderrWriter:
 
 
 def say_held(say, plan):
-    """A line per domain the plan leaves above the threshold, and why."""
+    """A line per domain the plan leaves above the threshold, and why;
+    and per domain with no N+1 to keep (keep_n_plus_one)."""
     for domain in plan.domains:
         if domain.get('held'):
             say('Held: %s (imbalance %.3f): %s' % (
                 domain['domain'], domain['after'], domain['held']))
+        if domain.get('n_plus_one'):
+            say('N+1: %s had none when planning started (%s): its moves '
+                'keep the other hypervisors\' losses absorbed' % (
+                    domain['domain'], domain['n_plus_one']))

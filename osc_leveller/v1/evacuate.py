@@ -61,18 +61,13 @@ class EvacuateLeveller(migrating.MigratingCommand):
             action='store_false',
             help='Leave stopped servers where they are (default)')
         parser.add_argument(
-            '--keep-n-plus-one', action='store_true', default=False,
-            help='Refuse a drain after which a balancing domain could not '
-                 'lose one more hypervisor, or --headroom more (N+k); '
-                 'without it, only warn')
-        parser.add_argument(
             '--allow-partial', action='store_true', default=False,
             help='Drain what fits even when some servers fit nowhere')
         parser.add_argument(
             '--ignore-windows', action='store_true', default=False,
             help='Move servers even in a blackout window or outside every '
                  'allowed window of the settings (windows.*)')
-        flags.add(parser, 'headroom')
+        flags.add(parser, 'keep_n_plus_one', 'headroom')
         flags.add(parser, 'include_locked', negative=False)
         migrating.add_run_options(
             parser, 'Show where every server would go, and what stays; '
@@ -204,7 +199,7 @@ class _Run:
         for domain, why in plan.no_headroom:
             text = 'after this drain %s has no N+%d headroom: %s' % (
                 domain, k, why)
-            if self.args.keep_n_plus_one:
+            if self.effective['keep_n_plus_one']:
                 self.journal('refused', reason=text)
                 raise migrating.Refused(text + ' (nothing was moved)')
             self.say('Warning: ' + text)

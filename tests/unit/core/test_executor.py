@@ -701,3 +701,35 @@ class TestInFlight(unittest.TestCase):
         hyps.append(b.hypervisor('hv9', az='az2'))
         snap = b.snapshot(hyps, servers, migrations=[running, done])
         self.assertEqual([], executor.in_flight(snap, elsewhere))
+
+
+class TestKeepNPlusOne(unittest.TestCase):
+    """apply re-checks N+1 before each move when asked to keep it."""
+
+    def run_plan(self, keep):
+        hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
+                for i in (1, 2, 3)]
+        servers = [b.server('A', 'hv1', ram_gb=40, cpu=0.1),
+                   b.server('d', 'hv2', ram_gb=8, cpu=0.1),
+                   b.server('g', 'hv3', ram_gb=24, vcpus=8, cpu=0.9),
+                   b.server('h', 'hv3', ram_gb=30, vcpus=8, cpu=0.9)]
+        nova = FakeNova(hyps, servers)
+        # Planned without the option: g fills hv2, where A would go.
+        plan = planner.make_plan(nova.snapshot(), opts.PlannerOptions(
+            now=NOW))
+        self.assertEqual(['g'], [m.server_name for m in plan.moves])
+        clock = Clock()
+        nova.wall = lambda: NOW + clock.now
+        runner = executor.Executor(
+            nova, opts.PlannerOptions(now=NOW, keep_n_plus_one=keep),
+            executor.ApplyOptions(poll_interval=1.0),
+            journal=lambda event, **f: None, progress=lambda text: None,
+            clock=clock, sleep=clock.sleep, wall=lambda: NOW + clock.now)
+        return runner.run(plan.moves, snapshot=nova.snapshot()).results[0]
+
+    def test_a_move_that_would_break_it_is_skipped(self):
+        result = self.run_plan(keep=True)
+        self.assertEqual(executor.SKIPPED, result.status)
+        self.assertIn('hv2: would break N+1: losing hv1, 1 server fit '
+                      'nowhere: A', result.reason)
+        self.assertEqual(executor.DONE, self.run_plan(keep=False).status)

@@ -1,3 +1,4 @@
+import dataclasses
 import datetime
 import io
 import json
@@ -578,6 +579,35 @@ class TestApply(SimulatedNovaTest):
         self.assertEqual(3, self.journal()[-1]['exit_code'])
         with open(os.path.join(self.tmp.name, 'journal.jsonl')) as f:
             self.assertNotIn('pr0m-secret', f.read())
+
+    def test_keep_n_plus_one_from_the_flag_or_the_plan_file(self):
+        hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
+                for i in (1, 2, 3)]
+        servers = [b.server('A', 'hv1', ram_gb=40, cpu=0.1),
+                   b.server('d', 'hv2', ram_gb=8, cpu=0.1),
+                   b.server('g', 'hv3', ram_gb=24, vcpus=8, cpu=0.9),
+                   b.server('h', 'hv3', ram_gb=30, vcpus=8, cpu=0.9)]
+        plain = os.path.join(self.tmp.name, 'plain.json')
+        kept = os.path.join(self.tmp.name, 'kept.json')
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        # Made without the option: g fills hv2, where A would go.
+        the_plan = test_executor.planner.make_plan(
+            self.nova.snapshot(), core_options.PlannerOptions())
+        self.assertEqual(['g'], [m.server_name for m in the_plan.moves])
+        plan_mod.write(the_plan, plain)
+        plan_mod.write(dataclasses.replace(the_plan, options=dict(
+            the_plan.options, keep_n_plus_one=True)), kept)
+        for args in ([plain, '--keep-n-plus-one'], [kept]):
+            self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+            code, out, err = self.apply(args + ['-f', 'json'])
+            self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+            row, = json.loads(out)
+            self.assertEqual('skipped', row['Status'], args)
+            self.assertIn('would break N+1: losing hv1', row['Reason'])
+        self.assertIn('The plan was made with keep_n_plus_one', err)
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        code, out, err = self.apply([plain, '-f', 'json'])
+        self.assertEqual('done', json.loads(out)[0]['Status'])
 
     def test_nothing_to_do(self):
         code, out, err = self.apply(['--threshold', '1', '-f', 'json'])
