@@ -1,6 +1,7 @@
 """Time loading a cluster and planning on it, in this process.
 
     python benchmarks/plan_time.py CLUSTER.json [--max-moves N] [--repeat R]
+        [--keep-n-plus-one]
 
 Prints the load time, then per repeat the time of planner.make_plan alone,
 wall clock and CPU (on a shared machine the CPU figure is the steadier),
@@ -26,6 +27,7 @@ def main(argv=None):
     parser.add_argument('cluster')
     parser.add_argument('--max-moves', type=int)
     parser.add_argument('--repeat', type=int, default=1)
+    parser.add_argument('--keep-n-plus-one', action='store_true')
     args = parser.parse_args(argv)
     started = time.perf_counter()
     snap = snapshot_io.load(args.cluster)
@@ -33,6 +35,8 @@ def main(argv=None):
     fields = {'now': snap.taken_at}
     if args.max_moves is not None:
         fields['max_moves'] = args.max_moves
+    if args.keep_n_plus_one:
+        fields['keep_n_plus_one'] = True
     options = dataclasses.replace(opts.PlannerOptions(), **fields)
     for _ in range(args.repeat):
         started, cpu = time.perf_counter(), time.process_time()

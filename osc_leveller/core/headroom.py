@@ -4,18 +4,21 @@ domain be placed on the others?
 Adding up free capacity says yes when the servers would only fit in
 pieces, or not at all where server groups, aggregates or traits forbid it.
 Here the servers of each lost set are packed, largest first, each onto the
-first remaining hypervisor of the domain (most free RAM first) that the
+remaining hypervisor of the domain with the most free RAM left that the
 planner's filters accept, as Nova's scheduler would judge it: capacity
 under the allocation ratios, server groups, aggregates, traits, AZ, CPU
 compatibility and service state. Not the leveller's own limits (ceiling,
-saturation, exclusions): a host failure is when they give way.
+saturation, exclusions): a host failure is when they give way. If that
+spread leaves a server out, first-fit (most free RAM first, in the order
+before packing) is tried, and its answer names the servers left out.
 
-First-fit decreasing may miss a packing that exists, so a "no" is an
-answer for this order, which is the order in which an operator would
-rebuild them; a "yes" names a real placement.
+Either may miss a packing that exists, so a "no" is an answer for these
+orders; a "yes" names a real placement. With keep_n_plus_one the planner
+keeps each hypervisor's placement and holds every move to it (Guard).
 """
 
 import dataclasses
+import heapq
 import itertools
 import math
 
@@ -119,12 +122,18 @@ def pack(lost, roomiest, residents, state, rules):
     The servers of a hard affinity group go together, to one hypervisor,
     as an operator rebuilds them; soft policies only weigh in Nova.
     """
-    return _packing(lost, roomiest, residents, state, rules)[0]
+    return _kept(lost, roomiest, residents, state, rules)[0]
 
 
-def _packing(lost, roomiest, residents, state, rules):
+def _packing(lost, roomiest, residents, state, rules, spread=False):
     """(unplaced as pack() gives it, {server id: hypervisor} of the
-    others)."""
+    others).
+
+    spread: each unit to the hypervisor with the most free RAM left at
+    that point instead of the first in roomiest that takes it, so that
+    no hypervisor is filled to the brim; it gives up, with no servers
+    named, at the first unit that fits nowhere.
+    """
     gone = {h.name for h in lost}
     others = [h for h in roomiest if h.name not in gone]
     leaving = [s for h in lost for s in residents[h.name]]
@@ -133,26 +142,52 @@ def _packing(lost, roomiest, residents, state, rules):
         server, dest, state, rules, ids),)
     trial = _Trial(state)
     unplaced = []
+    heap = [(-_free(h, trial), h.name, h) for h in others] if spread \
+        else None
+    if spread:
+        heapq.heapify(heap)
     for unit in _units(leaving, rules):
+        if spread:
+            tried = []
+            while heap:
+                entry = heapq.heappop(heap)
+                if not _place(unit, entry[2], checks, trial, rules):
+                    dest = entry[2]
+                    heapq.heappush(heap, (-_free(dest, trial), dest.name,
+                                          dest))
+                    break
+                tried.append(entry)
+            else:
+                return [(server, '') for server in unit], {}
+            for entry in tried:
+                heapq.heappush(heap, entry)
+            continue
         first = None
         for dest in others:
-            done, why = [], None
-            for server in unit:
-                why = filters.first_reason(checks, server, dest, trial, rules)
-                if why:
-                    break
-                done.append((server, trial.host_of(server.id)))
-                trial.move(server, dest.name)
+            why = _place(unit, dest, checks, trial, rules)
             if not why:
                 break
-            for moved, home in reversed(done):
-                trial.move(moved, home)
-            first = first or (dest, '%s: %s' % (server.label, why))
+            first = first or (dest, why)
         else:
             unplaced.extend((server, _why(first)) for server in unit)
     placed = {s.id: trial.moved[s.id] for s in leaving
               if trial.moved.get(s.id) not in (None, *gone)}
     return unplaced, placed
+
+
+def _place(unit, dest, checks, trial, rules):
+    """Rebuild the unit's servers on dest in the trial, or say why not
+    ('SERVER: reason') and leave the trial as it was."""
+    done = []
+    for server in unit:
+        why = filters.first_reason(checks, server, dest, trial, rules)
+        if why:
+            for moved, home in reversed(done):
+                trial.move(moved, home)
+            return '%s: %s' % (server.label, why)
+        done.append((server, trial.host_of(server.id)))
+        trial.move(server, dest.name)
+    return None
 
 
 class _Trial:
@@ -180,6 +215,16 @@ class _Trial:
             for rc, amount in server.resources.items():
                 added[rc] = added.get(rc, 0) + sign * amount
         self.moved[server.id] = destination
+
+
+def _kept(lost, roomiest, residents, state, rules):
+    """_packing() for the Guard to keep: spread when it can be, so that
+    few moves come near what it puts on a hypervisor; else first-fit, and
+    its answer."""
+    found = _packing(lost, roomiest, residents, state, rules, spread=True)
+    if found[0]:
+        found = _packing(lost, roomiest, residents, state, rules)
+    return found
 
 
 def _units(leaving, rules):
@@ -316,7 +361,9 @@ class Guard:
         self.on = {}  # hypervisor -> {other: ([server], {class: amount})}
         self.exempt = set()  # hypervisors whose loss is not absorbed
         self.lost = {}  # domain -> Headroom: the first such loss
-        self.vetted = {}  # (server id, destination) -> {hypervisor: placed}
+        # domain -> {(server id, destination): {hypervisor: placed}}: what
+        # a move found to keep N+1 meant, until a move in the domain.
+        self.vetted = {}
         self.synced = len(state.history)
         for domain in sorted(self.members):
             self._pack_domain(domain, first=True)
@@ -339,7 +386,7 @@ class Guard:
                     domain, 1, len(self.members[domain]), (hyp.name,),
                     unplaced).why()
             repacked[hyp.name] = placed
-        self.vetted[server.id, dest.name] = repacked
+        self.vetted.setdefault(domain, {})[server.id, dest.name] = repacked
         return None
 
     def why_not_all(self, sequence):
@@ -364,13 +411,23 @@ class Guard:
         the server moves from src to dest."""
         placed = self.placed[name]
         if name == dest.name:
-            # Lost with the server on it: the server goes back to src.
+            # Lost with the server on it: the server goes back to src,
+            # where it leaves the room it takes now, unless src is above
+            # its capacity (an allocation ratio lowered, say).
             home = self.state.snapshot.hypervisor(src)
+            if home is None:
+                return True
             trial = _Trial(self.state)
             trial.move(server, dest.name)
-            return home is None or filters.first_reason(
+            there = self.on[name].get(src)
+            amounts = there[1] if there else {}
+            return filters.first_reason(
                 FILTERS[:-1], server, home, trial, self.rules) is not None \
-                or self._clash(server, self.on[name].get(src))
+                or any(amount and (
+                    rc not in home.inventories or self.state.usage(src, rc)
+                    + amounts.get(rc, 0) > home.inventories[rc].capacity)
+                    for rc, amount in server.resources.items()) \
+                or self._clash(server, there)
         if name == src and placed.get(server.id) == dest.name:
             return False
         there = self.on[name].get(dest.name)
@@ -408,16 +465,16 @@ class Guard:
         domain = self.domain_of[hyp.name]
         roomiest = sorted(self.members[domain],
                           key=lambda h: (-_free(h, trial), h.name))
-        unplaced, placed = _packing((hyp,), roomiest, {hyp.name: leaving},
-                                    trial, self.rules)
+        unplaced, placed = _kept((hyp,), roomiest, {hyp.name: leaving},
+                                 trial, self.rules)
         return placed, unplaced
 
     def _pack_domain(self, domain, first=False):
         hyps = self.members[domain]
         roomiest = sorted(hyps, key=lambda h: (-_free(h, self.state), h.name))
         for hyp in sorted(hyps, key=lambda h: h.name):
-            unplaced, placed = _packing((hyp,), roomiest, self.residents,
-                                        self.state, self.rules)
+            unplaced, placed = _kept((hyp,), roomiest, self.residents,
+                                     self.state, self.rules)
             if unplaced:
                 self.exempt.add(hyp.name)
                 if first and domain not in self.lost:
@@ -438,35 +495,40 @@ class Guard:
                 amounts[rc] = amounts.get(rc, 0) + amount
 
     def _sync(self):
-        """Follow the moves made in the state since the last look: a
-        vetted one updates the packings it touched; others (an exchange)
-        mean packing their domains again."""
+        """Follow the moves made in the state since the last look: one
+        vetted in its domain's state updates the packings it touched;
+        others (an exchange's) mean packing their domains again."""
         history = self.state.history
         new = history[self.synced:]
-        if not new:
-            return
         self.synced = len(history)
         snapshot = self.state.snapshot
+        again = set()
         for sid, src, dst in new:
             server = snapshot.server(sid)
             if src in self.residents:
                 self.residents[src].remove(server)
             if dst in self.residents:
                 self.residents[dst].append(server)
-        vetted = self.vetted.get((new[0][0], new[0][2])) \
-            if len(new) == 1 else None
-        self.vetted = {}
-        if vetted is None:
-            for domain in sorted({self.domain_of.get(h) for _, src, dst in
-                                  new for h in (src, dst)} - {None}):
-                self._pack_domain(domain)
-            return
-        sid, src, dst = new[0]
-        if src in self.placed and sid in self.placed[src]:
+            domains = {self.domain_of.get(h) for h in (src, dst)} - {None}
+            found = [self.vetted.get(d, {}).get((sid, dst)) for d in domains]
+            for domain in domains:
+                self.vetted.pop(domain, None)
+            if domains & again or None in found:
+                again |= domains
+                continue
+            self._moved(sid, src, dst)
+            for vetted in found:
+                for name, placed in vetted.items():
+                    self._keep(name, placed)
+        for domain in sorted(again):
+            self._pack_domain(domain)
+
+    def _moved(self, sid, src, dst):
+        """The packings of src and dst once the server moved: it leaves
+        src's, and dst's sends it back to src."""
+        if sid in self.placed.get(src, ()):
             placed = dict(self.placed[src])
             del placed[sid]
             self._keep(src, placed)
         if dst in self.placed:
             self._keep(dst, dict(self.placed[dst], **{sid: src}))
-        for name, placed in vetted.items():
-            self._keep(name, placed)
