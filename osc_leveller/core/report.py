@@ -52,6 +52,7 @@ class Domain:
     moves: tuple  # plan.Move, in execution order
     refused: tuple  # Refusal, one per move whose better destination refused
     held: str = ''  # why it stays above the threshold with no move
+    n_plus_one: str = ''  # keep_n_plus_one: the loss not absorbed at first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +92,7 @@ def of_plan(snapshot, plan, options):
             (entry['before'], entry['after']),
             (means[0].get(name), means[1].get(name)),
             tuple(m for m in plan.moves if m.domain == name),
-            entry.get('held', '')))
+            entry.get('held', ''), entry.get('n_plus_one', '')))
     return Report(
         kind='plan', snapshot_taken_at=plan.snapshot_taken_at,
         snapshot_source=dict(plan.snapshot_source),
@@ -141,7 +142,8 @@ def _means(state, members):
     return {s.domain: s.mean for s in _stats(state, members)}
 
 
-def _domain(name, names, states, imbalance, mean, moves, held):
+def _domain(name, names, states, imbalance, mean, moves, held,
+            n_plus_one=''):
     """states, imbalance, mean: (before, after), after None for the
     current state only."""
     labels = short_labels(names)
@@ -155,7 +157,7 @@ def _domain(name, names, states, imbalance, mean, moves, held):
     return Domain(name=name, imbalance_before=imbalance[0],
                   imbalance_after=imbalance[1], mean_before=mean[0],
                   mean_after=mean[1], hosts=tuple(hosts), moves=moves,
-                  refused=refused, held=held)
+                  refused=refused, held=held, n_plus_one=n_plus_one)
 
 
 def _load(state, name):

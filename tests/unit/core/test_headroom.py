@@ -145,6 +145,19 @@ def tight():
     return b.snapshot(hyps, servers)
 
 
+def no_spare():
+    """One db server per hypervisor, hard anti-affinity: no loss is
+    absorbed to start with, so no move is held to it; hv3 is hot."""
+    group = {'id': 'g1', 'name': 'db', 'policy': 'anti-affinity',
+             'members': ['id-db%d' % i for i in (1, 2, 3)]}
+    hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16) for i in (1, 2, 3)]
+    servers = [b.server('db%d' % i, 'hv%d' % i, server_groups=['g1'],
+                        cpu=0.1) for i in (1, 2, 3)]
+    servers += [b.server('g', 'hv3', ram_gb=8, vcpus=8, cpu=0.9),
+                b.server('h', 'hv3', ram_gb=8, vcpus=8, cpu=0.9)]
+    return b.snapshot(hyps, servers, groups=[group])
+
+
 def replayed(snapshot, plan):
     state = state_mod.new_state(snapshot)
     for move in plan.moves:
@@ -204,17 +217,7 @@ class TestKeepNPlusOne(unittest.TestCase):
             state.copy(), rules, [('id-g', 'hv2')]))
 
     def test_a_domain_without_it_is_noted_not_blocked(self):
-        # One db server per hypervisor, hard anti-affinity: no loss is
-        # absorbed to start with, so no move is held to it.
-        group = {'id': 'g1', 'name': 'db', 'policy': 'anti-affinity',
-                 'members': ['id-db%d' % i for i in (1, 2, 3)]}
-        hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
-                for i in (1, 2, 3)]
-        servers = [b.server('db%d' % i, 'hv%d' % i, server_groups=['g1'],
-                            cpu=0.1) for i in (1, 2, 3)]
-        servers += [b.server('g', 'hv3', ram_gb=8, vcpus=8, cpu=0.9),
-                    b.server('h', 'hv3', ram_gb=8, vcpus=8, cpu=0.9)]
-        snapshot = b.snapshot(hyps, servers, groups=[group])
+        snapshot = no_spare()
         plan, after = self.plan(snapshot, keep=True)
         self.assertTrue(plan.moves)
         self.assertEqual(self.plan(snapshot, keep=False)[0].moves, plan.moves)

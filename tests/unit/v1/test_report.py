@@ -7,13 +7,16 @@ import sys
 import tempfile
 import unittest
 
+from osc_leveller.core import options as core_options
 from osc_leveller.core import plan as plan_mod
+from osc_leveller.core import planner
 from osc_leveller.core import report as report_data
 from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import report
 from osc_leveller.v1 import score
+from tests.unit.core import test_headroom
 from tests.unit.core import test_report as core_test
 from tests.unit.v1 import test_commands
 
@@ -32,6 +35,7 @@ class Page(html.parser.HTMLParser):
         self.reasons = []
         self.refusals = []
         self.held = {}
+        self.notes = []  # (domain, text) of the N+1 notes
         self._domain = self._chart = None
         self._text = None
         self.feed(text)
@@ -44,7 +48,7 @@ class Page(html.parser.HTMLParser):
         if tag == 'svg':
             self._chart = attrs.get('data-chart')
         self.elements.append((tag, attrs, self._domain, self._chart))
-        if {'reason', 'refusal', 'held'} & set(classes):
+        if {'reason', 'refusal', 'held', 'n-plus-one'} & set(classes):
             self._text = (classes, [])
 
     def handle_endtag(self, tag):
@@ -57,6 +61,8 @@ class Page(html.parser.HTMLParser):
                 self.reasons.append((self._domain, text))
             elif 'refusal' in classes:
                 self.refusals.append((self._domain, text))
+            elif 'n-plus-one' in classes:
+                self.notes.append((self._domain, text))
             else:
                 self.held[self._domain] = text
             self._text = None
@@ -248,7 +254,7 @@ class TestReportFile(test_commands.CommandTest):
                 name=evil, imbalance_before=0.1, imbalance_after=0.05,
                 mean_before=0.5, mean_after=0.4, hosts=(host,),
                 moves=(move,), refused=(report_data.Refusal(
-                    evil, evil, evil),), held=evil),)))
+                    evil, evil, evil),), held=evil, n_plus_one=evil),)))
         self.assertNotIn('<script', page)
         self.assertNotIn('<img', page)
         self.assertIn('&lt;script&gt;alert(1)&lt;/script&gt;&amp;&#34;'
@@ -257,6 +263,17 @@ class TestReportFile(test_commands.CommandTest):
         self.assertEqual([evil], [a['data-domain']
                                   for a in parsed.find('section')])
         self.assertEqual([evil], [r for _, r in parsed.reasons])
+
+    def test_a_domain_without_n_plus_one_says_so(self):
+        snapshot = test_headroom.no_spare()
+        options = core_options.PlannerOptions(keep_n_plus_one=True)
+        the_plan = planner.make_plan(snapshot, options)
+        page = Page(report.render(report_data.of_plan(snapshot, the_plan,
+                                                      options)))
+        self.assertEqual(
+            ['az1/Gen1'], [d for d, text in page.notes
+                           if 'N+1: none when planning started (losing hv1, '
+                           '1 server fit nowhere: db1' in text])
 
     def test_jinja2_only_with_a_report(self):
         code = ('import sys; import osc_leveller.v1.plan, '
