@@ -10,6 +10,7 @@ from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
+from tests.unit.core import test_headroom
 
 NOW = snapshot_io.parse_time(b.TAKEN_AT)
 
@@ -707,12 +708,7 @@ class TestKeepNPlusOne(unittest.TestCase):
     """apply re-checks N+1 before each move when asked to keep it."""
 
     def run_plan(self, keep):
-        hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
-                for i in (1, 2, 3)]
-        servers = [b.server('A', 'hv1', ram_gb=40, cpu=0.1),
-                   b.server('d', 'hv2', ram_gb=8, cpu=0.1),
-                   b.server('g', 'hv3', ram_gb=24, vcpus=8, cpu=0.9),
-                   b.server('h', 'hv3', ram_gb=30, vcpus=8, cpu=0.9)]
+        hyps, servers = test_headroom.tight_cloud()
         nova = FakeNova(hyps, servers)
         # Planned without the option: g fills hv2, where A would go.
         plan = planner.make_plan(nova.snapshot(), opts.PlannerOptions(

@@ -133,16 +133,29 @@ class TestHeadroom(unittest.TestCase):
                          [(h.domain, h.reason()) for h in found])
 
 
-def tight():
-    """hv3 is hot; of its servers, g (24 GiB) would fill hv2, the one
-    hypervisor where hv1's A (40 GiB) goes if hv1 is lost; h (30 GiB)
-    frees enough of hv3 for A instead."""
+def tight_cloud():
+    """(hypervisors, servers): hv3 is hot; of its servers, g (24 GiB)
+    would fill hv2, the one hypervisor where hv1's A (40 GiB) goes if hv1
+    is lost; h (30 GiB) frees enough of hv3 for A instead."""
     hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16) for i in (1, 2, 3)]
     servers = [b.server('A', 'hv1', ram_gb=40, cpu=0.1),
                b.server('d', 'hv2', ram_gb=8, cpu=0.1),
                b.server('g', 'hv3', ram_gb=24, vcpus=8, cpu=0.9),
                b.server('h', 'hv3', ram_gb=30, vcpus=8, cpu=0.9)]
-    return b.snapshot(hyps, servers)
+    return hyps, servers
+
+
+def tight():
+    return b.snapshot(*tight_cloud())
+
+
+def kept(snapshot):
+    """(state, rules) of a fresh state where N+1 is kept."""
+    state = state_mod.new_state(snapshot)
+    rules = filters.Rules(snapshot, opts.PlannerOptions(
+        keep_n_plus_one=True))
+    rules.kept_state = state
+    return state, rules
 
 
 def no_spare():
@@ -201,11 +214,7 @@ class TestKeepNPlusOne(unittest.TestCase):
         self.assertEqual('accepted', {r[0]: r[3] for r in rows}['hv2'])
 
     def test_an_exchange_is_checked_once_made(self):
-        snapshot = tight()
-        state = state_mod.new_state(snapshot)
-        rules = filters.Rules(snapshot, opts.PlannerOptions(
-            keep_n_plus_one=True))
-        rules.kept_state = state
+        state, rules = kept(tight())
         self.assertIn('losing hv1', headroom.exchange_breaks(
             state, rules, [('id-g', 'hv2')]))
         # A parking move that a later one undoes counts where it ends.
@@ -272,10 +281,7 @@ class TestKeepNPlusOne(unittest.TestCase):
 
     def test_moves_made_without_asking_repack_their_domain(self):
         snapshot = tight()
-        state = state_mod.new_state(snapshot)
-        rules = filters.Rules(snapshot, opts.PlannerOptions(
-            keep_n_plus_one=True))
-        rules.kept_state = state
+        state, rules = kept(snapshot)
         guard = headroom.guard_of(state, rules)
         self.assertFalse(guard.exempt)
         state.apply('id-g', 'hv2')  # not asked: hv1's loss now breaks

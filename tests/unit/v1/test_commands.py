@@ -28,6 +28,7 @@ from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
+from tests.unit.core import test_headroom
 from tests.unit.core import test_executor
 from tests.unit.core import test_planner
 
@@ -581,12 +582,7 @@ class TestApply(SimulatedNovaTest):
             self.assertNotIn('pr0m-secret', f.read())
 
     def test_keep_n_plus_one_from_the_flag_or_the_plan_file(self):
-        hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
-                for i in (1, 2, 3)]
-        servers = [b.server('A', 'hv1', ram_gb=40, cpu=0.1),
-                   b.server('d', 'hv2', ram_gb=8, cpu=0.1),
-                   b.server('g', 'hv3', ram_gb=24, vcpus=8, cpu=0.9),
-                   b.server('h', 'hv3', ram_gb=30, vcpus=8, cpu=0.9)]
+        hyps, servers = test_headroom.tight_cloud()
         plain = os.path.join(self.tmp.name, 'plain.json')
         kept = os.path.join(self.tmp.name, 'kept.json')
         self.nova = test_executor.FakeNova(hyps, servers, polls=1)
