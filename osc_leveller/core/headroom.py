@@ -473,6 +473,8 @@ class Guard:
         hyps = self.members[domain]
         roomiest = sorted(hyps, key=lambda h: (-_free(h, self.state), h.name))
         for hyp in sorted(hyps, key=lambda h: h.name):
+            if hyp.name in self.exempt:
+                continue  # once not absorbed, never held to it
             unplaced, placed = _kept((hyp,), roomiest, self.residents,
                                      self.state, self.rules)
             if unplaced:
@@ -480,7 +482,7 @@ class Guard:
                 if first and domain not in self.lost:
                     self.lost[domain] = Headroom(domain, 1, len(hyps),
                                                  (hyp.name,), unplaced)
-            elif hyp.name not in self.exempt:
+            else:
                 self._keep(hyp.name, placed)
 
     def _keep(self, name, placed):
