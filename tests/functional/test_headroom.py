@@ -1,0 +1,107 @@
+"""N+1 headroom on the devcloud's fragmented scenario: free RAM that adds
+up to a hypervisor's servers, in pieces too small for the largest one."""
+
+import json
+import os
+import tempfile
+
+import yaml
+
+from tests.functional import base
+
+DOMAIN = 'az1/Cascadelake-Server'
+
+
+class TestFragmentedHeadroom(base.DevcloudTestCase):
+    SCENARIO = 'fragmented'
+
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.config = os.path.join(tmp.name, 'leveller.yaml')
+        with open(self.config, 'w') as f:
+            yaml.safe_dump({'apply': {
+                'journal': os.path.join(tmp.name, 'journal.jsonl'),
+                'lock_file': os.path.join(tmp.name, 'apply.lock')}}, f)
+
+    def hosts(self):
+        """{server name: its hypervisor}."""
+        return {s['Name']: s['Host'] for s in base.openstack(
+            'server', 'list', '--all-projects', '--long')}
+
+    def evacuate(self, *args):
+        result = base.openstack('leveller', 'evacuate', '--config',
+                                self.config, '-f', 'json', *args,
+                                parse=False, check=False, timeout=600)
+        rows = json.loads(result.stdout) if result.stdout.strip() else []
+        return result.returncode, rows, result.stderr
+
+    def placement_memory(self):
+        """({service host: free MEMORY_MB}, {service host: used}) from
+        Placement itself: (total - reserved) x allocation ratio - used."""
+        conn = base.connection()
+        free, used = {}, {}
+        for rp in conn.placement.resource_providers():
+            memory = {i.resource_class: i for i in
+                      conn.placement.resource_provider_inventories(rp)}[
+                          'MEMORY_MB']
+            host = self.host[rp.name]
+            used[host] = conn.placement.get(
+                '/resource_providers/%s/usages' % rp.id).json()[
+                    'usages'].get('MEMORY_MB', 0)
+            free[host] = (memory.total - memory.reserved) * \
+                memory.allocation_ratio - used[host]
+        return free, used
+
+    def test_1_free_ram_adds_up_but_packing_says_no(self):
+        # What adding up says: hv01's servers need no more RAM than hv02
+        # and hv03 have free together; its one server needs more than
+        # either has.
+        free, used = self.placement_memory()
+        big = base.openstack('server', 'show', 'big-1')
+        self.assertEqual(self.node['hv01'],
+                         big['OS-EXT-SRV-ATTR:hypervisor_hostname'])
+        allocations = base.connection().placement.get(
+            '/allocations/%s' % big['id']).json()['allocations']
+        needs = sum(a['resources']['MEMORY_MB']
+                    for a in allocations.values())
+        self.assertEqual(used['hv01'], needs)  # big-1 is all hv01 holds
+        self.assertGreaterEqual(free['hv02'] + free['hv03'], used['hv01'])
+        self.assertLess(max(free['hv02'], free['hv03']), needs)
+
+        rows = {r['Domain']: r['N+1'] for r in base.openstack(
+            'leveller', 'score', '--summary')}
+        self.assertTrue(rows[DOMAIN].startswith(
+            'no: losing %s, 1 server fit nowhere: big-1 (on %s, big-1: '
+            'MEMORY_MB full: ' % (self.node['hv01'], self.node['hv02'])),
+            rows[DOMAIN])
+        # az2's hypervisors run nothing.
+        self.assertEqual({'yes'}, {n for d, n in rows.items() if d != DOMAIN})
+
+    def test_2_keep_n_plus_one_refuses_a_drain_that_fits(self):
+        before = self.hosts()
+        # hv03's servers fit on hv01 and hv02, but then losing hv01 leaves
+        # big-1 nowhere: a warning only, until asked to keep N+1.
+        code, rows, err = self.evacuate('hv03', '--dry-run')
+        self.assertEqual(0, code, err)
+        self.assertEqual({'fill-b%d' % i: 'would run' for i in range(1, 5)},
+                         {r['Server']: r['Status'] for r in rows})
+        self.assertIn('Warning: after this drain %s has no N+1 headroom: '
+                      'losing %s' % (DOMAIN, self.node['hv01']), err)
+        self.assertIn('big-1', err)
+        code, rows, err = self.evacuate('hv03', '--keep-n-plus-one')
+        self.assertEqual(4, code, err)
+        self.assertIn('no N+1 headroom: losing %s' % self.node['hv01'], err)
+        self.assertIn('big-1', err)
+        self.assertIn('nothing was moved', err)
+        self.assertEqual(before, self.hosts())
+        service = base.openstack('compute', 'service', 'list', '--host',
+                                 'hv03', '--service', 'nova-compute')[0]
+        self.assertEqual('enabled', service['Status'])
+        # hv01 itself cannot be drained: the same packing, before N+1.
+        code, rows, err = self.evacuate('hv01', '--keep-n-plus-one')
+        self.assertEqual(4, code, err)
+        self.assertIn('1 server fit nowhere: big-1', err)
+        self.assertIn('nothing was moved', err)
+        self.assertEqual(before, self.hosts())
