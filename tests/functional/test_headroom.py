@@ -78,6 +78,14 @@ class TestFragmentedHeadroom(base.DevcloudTestCase):
             rows[DOMAIN])
         # az2's hypervisors run nothing.
         self.assertEqual({'yes'}, {n for d, n in rows.items() if d != DOMAIN})
+        # plan --keep-n-plus-one: a loss not absorbed to start with holds
+        # no move back, and plan says so.
+        result = base.openstack('leveller', 'plan', '--keep-n-plus-one',
+                                '-f', 'json', parse=False, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('N+1: %s had none when planning started (losing %s, '
+                      '1 server fit nowhere: big-1' % (
+                          DOMAIN, self.node['hv01']), result.stderr)
 
     def test_2_keep_n_plus_one_refuses_a_drain_that_fits(self):
         before = self.hosts()
