@@ -46,7 +46,7 @@ def absorbed(snapshot, state, rules):
                 hyp)
     found = {}
     for hyps in domains.values():
-        roomiest = sorted(hyps, key=lambda h: (-headroom._free(h, state),
+        roomiest = sorted(hyps, key=lambda h: (-headroom.free_ram(h, state),
                                                h.name))
         for hyp in hyps:
             found[hyp.name] = not headroom.pack((hyp,), roomiest, residents,

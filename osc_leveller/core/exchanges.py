@@ -8,7 +8,7 @@ third hypervisor when neither host has room first.
 
 import dataclasses
 
-from osc_leveller.core import headroom
+from osc_leveller.core import n_plus_one
 from osc_leveller.core import paths
 from osc_leveller.core import policy
 
@@ -81,7 +81,7 @@ def best(snapshot, state, rules, options, domain, scores, free):
                                       state, rules, (a, b), policy.BALANCE)
         except paths.PathError:
             continue
-        if headroom.exchange_breaks(state, rules, sequence):
+        if n_plus_one.exchange_breaks(state, rules, sequence):
             continue
         cost = sum(snapshot.server(sid).ram_gb
                    + options.move_cost_gb for sid, _ in sequence)

@@ -73,7 +73,7 @@ class Rules:
         self.last_moved = {sid: max(m.ended for m in moves)
                            for sid, moves in self.moves_of.items()}
         # With keep_n_plus_one: the state whose moves keep N+1 (the
-        # planner's, apply's) and its core.headroom.Guard, built on first
+        # planner's, apply's) and its core.n_plus_one.Guard, built on first
         # use. Other states are trials of the path finder.
         self.kept_state = None
         self.guard = None

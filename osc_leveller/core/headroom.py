@@ -14,7 +14,8 @@ before packing) is tried, and its answer names the servers left out.
 
 Either may miss a packing that exists, so a "no" is an answer for these
 orders; a "yes" names a real placement. With keep_n_plus_one the planner
-keeps each hypervisor's placement and holds every move to it (Guard).
+keeps each hypervisor's placement and holds every move to it
+(core/n_plus_one.py).
 """
 
 import dataclasses
@@ -104,7 +105,7 @@ def of_domain(domain, hypervisors, state, rules, k=1, residents=None):
         return Headroom(domain, k, len(hypervisors))
     sets, every = _sets(hypervisors, residents, state, k)
     # Most free RAM first; packing never changes the state itself.
-    roomiest = sorted(hypervisors, key=lambda h: (-_free(h, state), h.name))
+    roomiest = sorted(hypervisors, key=lambda h: (-free_ram(h, state), h.name))
     for lost in sets:
         unplaced = pack(lost, roomiest, residents, state, rules)
         if unplaced:
@@ -122,7 +123,7 @@ def pack(lost, roomiest, residents, state, rules):
     The servers of a hard affinity group go together, to one hypervisor,
     as an operator rebuilds them; soft policies only weigh in Nova.
     """
-    return _kept(lost, roomiest, residents, state, rules)[0]
+    return placement(lost, roomiest, residents, state, rules)[0]
 
 
 def _packing(lost, roomiest, residents, state, rules, spread=False):
@@ -140,9 +141,9 @@ def _packing(lost, roomiest, residents, state, rules, spread=False):
     ids = {s.id for s in leaving}
     checks = FILTERS + (lambda server, dest, state, rules: _groups(
         server, dest, state, rules, ids),)
-    trial = _Trial(state)
+    trial = Trial(state)
     unplaced = []
-    heap = [(-_free(h, trial), h.name, h) for h in others] if spread \
+    heap = [(-free_ram(h, trial), h.name, h) for h in others] if spread \
         else None
     if spread:
         heapq.heapify(heap)
@@ -153,7 +154,7 @@ def _packing(lost, roomiest, residents, state, rules, spread=False):
                 entry = heapq.heappop(heap)
                 if not _place(unit, entry[2], checks, trial, rules):
                     dest = entry[2]
-                    heapq.heappush(heap, (-_free(dest, trial), dest.name,
+                    heapq.heappush(heap, (-free_ram(dest, trial), dest.name,
                                           dest))
                     break
                 tried.append(entry)
@@ -190,7 +191,7 @@ def _place(unit, dest, checks, trial, rules):
     return None
 
 
-class _Trial:
+class Trial:
     """A state with some servers rebuilt elsewhere: where servers are and
     the Placement usage, all that the filters of a rebuild read; the
     state under it is not changed."""
@@ -217,10 +218,11 @@ class _Trial:
         self.moved[server.id] = destination
 
 
-def _kept(lost, roomiest, residents, state, rules):
-    """_packing() for the Guard to keep: spread when it can be, so that
-    few moves come near what it puts on a hypervisor; else first-fit, and
-    its answer."""
+def placement(lost, roomiest, residents, state, rules):
+    """(unplaced as pack() gives it, {server id: hypervisor} of the
+    others): spread when it can be, so that no hypervisor is filled to
+    the brim (core/n_plus_one.py keeps these); else first-fit, and its
+    answer."""
     found = _packing(lost, roomiest, residents, state, rules, spread=True)
     if found[0]:
         found = _packing(lost, roomiest, residents, state, rules)
@@ -266,7 +268,7 @@ def _why(first):
     return 'on %s, %s' % (dest.name, why)
 
 
-def _free(hyp, state):
+def free_ram(hyp, state):
     inv = hyp.inventories.get(model.MEMORY_MB)
     return inv.capacity - state.usage(hyp.name, model.MEMORY_MB) \
         if inv else 0.0
@@ -297,240 +299,3 @@ def _sets(hypervisors, residents, state, k):
             sets.append(heaviest[:-1] + (other,))
     unique = {tuple(sorted(h.name for h in s)): s for s in sets}
     return list(unique.values())[:MAX_SETS], False
-
-
-# --- keeping N+1 while balancing ----------------------------------------------
-
-def headroom(server, dest, state, rules):
-    """Balancing destination filter, with keep_n_plus_one: no move after
-    which the loss of a hypervisor of the domain, absorbed before it,
-    would leave servers nowhere. Only in the state kept (Rules.kept_state);
-    an exchange is checked whole (exchange_breaks)."""
-    if not rules.options.keep_n_plus_one or state is not rules.kept_state:
-        return None
-    return guard_of(state, rules).why_not(server, dest)
-
-
-def exchange_breaks(state, rules, sequence):
-    """Why the moves of an exchange, made in the kept state, would break
-    N+1, or None."""
-    if not rules.options.keep_n_plus_one or state is not rules.kept_state:
-        return None
-    return guard_of(state, rules).why_not_all(sequence)
-
-
-def guard_of(state, rules):
-    if rules.guard is None or rules.guard.state is not state:
-        rules.guard = Guard(state, rules)
-    return rules.guard
-
-
-class Guard:
-    """N+1 kept move by move, in one state as it changes.
-
-    Each hypervisor's packing (where its servers would be rebuilt if it
-    were lost, found as pack() finds it) is kept, with what it puts on each
-    other hypervisor. A move s: src -> dst leaves a packing valid when dst
-    has room for s on top of what the packing puts there, with no hard
-    anti-affinity clash; src only gains room. Losing dst itself is absorbed
-    by sending s back to src, which it has just left. Only a hypervisor
-    whose packing that does not prove is packed again, in the state after
-    the move. Losses not absorbed to start with are not held against any
-    move (Guard.lost says which): they cannot be broken further than
-    "no".
-    """
-
-    def __init__(self, state, rules):
-        self.state = state
-        self.rules = rules
-        snapshot = state.snapshot
-        by_model = rules.options.cpu_compatibility == config.CPU_MODEL
-        self.domain_of = {}
-        self.members = {}
-        for hyp in snapshot.hypervisors:
-            if hyp.usable:
-                domain = scoring.domain_of(hyp, by_model)
-                self.domain_of[hyp.name] = domain
-                self.members.setdefault(domain, []).append(hyp)
-        self.residents = {name: [] for name in self.domain_of}
-        for server in snapshot.servers:
-            here = self.residents.get(state.host_of(server.id))
-            if here is not None:
-                here.append(server)
-        self.placed = {}  # hypervisor -> {server id: where it is rebuilt}
-        self.on = {}  # hypervisor -> {other: ([server], {class: amount})}
-        self.exempt = set()  # hypervisors whose loss is not absorbed
-        self.lost = {}  # domain -> Headroom: the first such loss
-        # domain -> {(server id, destination): {hypervisor: placed}}: what
-        # a move found to keep N+1 meant, until a move in the domain.
-        self.vetted = {}
-        self.synced = len(state.history)
-        for domain in sorted(self.members):
-            self._pack_domain(domain, first=True)
-
-    def why_not(self, server, dest):
-        """Why moving the server to dest would break N+1, or None."""
-        self._sync()
-        domain = self.domain_of.get(dest.name)
-        if domain is None:
-            return None
-        src = self.state.host_of(server.id)
-        repacked = {}
-        for hyp in self.members[domain]:
-            if hyp.name in self.exempt or not self._doubt(
-                    hyp.name, server, src, dest):
-                continue
-            placed, unplaced = self._repack(hyp, {server.id: dest.name})
-            if unplaced:
-                return 'would break N+1: ' + Headroom(
-                    domain, 1, len(self.members[domain]), (hyp.name,),
-                    unplaced).why()
-            repacked[hyp.name] = placed
-        self.vetted.setdefault(domain, {})[server.id, dest.name] = repacked
-        return None
-
-    def why_not_all(self, sequence):
-        """Why these moves, all made, would break N+1, or None."""
-        self._sync()
-        moves = dict(sequence)
-        domains = sorted({self.domain_of.get(dst) for _, dst in sequence}
-                         - {None})
-        for domain in domains:
-            for hyp in self.members[domain]:
-                if hyp.name in self.exempt:
-                    continue
-                unplaced = self._repack(hyp, moves)[1]
-                if unplaced:
-                    return 'would break N+1: ' + Headroom(
-                        domain, 1, len(self.members[domain]), (hyp.name,),
-                        unplaced).why()
-        return None
-
-    def _doubt(self, name, server, src, dest):
-        """Whether the kept packing of hypervisor name may not hold once
-        the server moves from src to dest."""
-        placed = self.placed[name]
-        if name == dest.name:
-            # Lost with the server on it: the server goes back to src,
-            # where it leaves the room it takes now, unless src is above
-            # its capacity (an allocation ratio lowered, say).
-            home = self.state.snapshot.hypervisor(src)
-            if home is None:
-                return True
-            trial = _Trial(self.state)
-            trial.move(server, dest.name)
-            there = self.on[name].get(src)
-            amounts = there[1] if there else {}
-            return filters.first_reason(
-                FILTERS[:-1], server, home, trial, self.rules) is not None \
-                or any(amount and (
-                    rc not in home.inventories or self.state.usage(src, rc)
-                    + amounts.get(rc, 0) > home.inventories[rc].capacity)
-                    for rc, amount in server.resources.items()) \
-                or self._clash(server, there)
-        if name == src and placed.get(server.id) == dest.name:
-            return False
-        there = self.on[name].get(dest.name)
-        if there is None:
-            return False  # the capacity filter saw dest's room
-        servers, amounts = there
-        for rc, amount in server.resources.items():
-            if amount and self.state.usage(dest.name, rc) + amounts.get(
-                    rc, 0) + amount > dest.inventories[rc].capacity:
-                return True
-        return self._clash(server, there)
-
-    def _clash(self, server, there):
-        """A hard anti-affinity group of the server among the servers a
-        packing puts on one hypervisor."""
-        if not there:
-            return False
-        groups = {g.id for g in self.rules.groups_of.get(server.id, ())
-                  if g.policy == 'anti-affinity'}
-        return bool(groups) and any(
-            g.id in groups for other in there[0]
-            for g in self.rules.groups_of.get(other.id, ()))
-
-    def _repack(self, hyp, moves):
-        """(placed, unplaced) of losing hyp once the moves
-        {server id: destination} are made."""
-        trial = _Trial(self.state)
-        snapshot = self.state.snapshot
-        leaving = [s for s in self.residents[hyp.name] if s.id not in moves]
-        for sid, dst in moves.items():
-            server = snapshot.server(sid)
-            trial.move(server, dst)
-            if dst == hyp.name:
-                leaving.append(server)
-        domain = self.domain_of[hyp.name]
-        roomiest = sorted(self.members[domain],
-                          key=lambda h: (-_free(h, trial), h.name))
-        unplaced, placed = _kept((hyp,), roomiest, {hyp.name: leaving},
-                                 trial, self.rules)
-        return placed, unplaced
-
-    def _pack_domain(self, domain, first=False):
-        hyps = self.members[domain]
-        roomiest = sorted(hyps, key=lambda h: (-_free(h, self.state), h.name))
-        for hyp in sorted(hyps, key=lambda h: h.name):
-            if hyp.name in self.exempt:
-                continue  # once not absorbed, never held to it
-            unplaced, placed = _kept((hyp,), roomiest, self.residents,
-                                     self.state, self.rules)
-            if unplaced:
-                self.exempt.add(hyp.name)
-                if first and domain not in self.lost:
-                    self.lost[domain] = Headroom(domain, 1, len(hyps),
-                                                 (hyp.name,), unplaced)
-            else:
-                self._keep(hyp.name, placed)
-
-    def _keep(self, name, placed):
-        self.placed[name] = placed
-        on = self.on[name] = {}
-        snapshot = self.state.snapshot
-        for sid, there in placed.items():
-            servers, amounts = on.setdefault(there, ([], {}))
-            server = snapshot.server(sid)
-            servers.append(server)
-            for rc, amount in server.resources.items():
-                amounts[rc] = amounts.get(rc, 0) + amount
-
-    def _sync(self):
-        """Follow the moves made in the state since the last look: one
-        vetted in its domain's state updates the packings it touched;
-        others (an exchange's) mean packing their domains again."""
-        history = self.state.history
-        new = history[self.synced:]
-        self.synced = len(history)
-        snapshot = self.state.snapshot
-        again = set()
-        for sid, src, dst in new:
-            server = snapshot.server(sid)
-            if src in self.residents:
-                self.residents[src].remove(server)
-            if dst in self.residents:
-                self.residents[dst].append(server)
-            domains = {self.domain_of.get(h) for h in (src, dst)} - {None}
-            found = [self.vetted.get(d, {}).get((sid, dst)) for d in domains]
-            for domain in domains:
-                self.vetted.pop(domain, None)
-            if domains & again or None in found:
-                again |= domains
-                continue
-            self._moved(sid, src, dst)
-            for vetted in found:
-                for name, placed in vetted.items():
-                    self._keep(name, placed)
-        for domain in sorted(again):
-            self._pack_domain(domain)
-
-    def _moved(self, sid, src, dst):
-        """The packings of src and dst once the server moved: it leaves
-        src's, and dst's sends it back to src."""
-        if sid in self.placed.get(src, ()):
-            placed = dict(self.placed[src])
-            del placed[sid]
-            self._keep(src, placed)
-        if dst in self.placed:
-            self._keep(dst, dict(self.placed[dst], **{sid: src}))

@@ -36,9 +36,9 @@ import time
 from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
-from osc_leveller.core import headroom
 from osc_leveller.core import held
 from osc_leveller.core import forecast
+from osc_leveller.core import n_plus_one
 from osc_leveller.core import objective
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
@@ -132,7 +132,7 @@ class Planner:
         when planning started (keep_n_plus_one)."""
         if not self.options.keep_n_plus_one:
             return {}
-        lost = headroom.guard_of(self.state, self.rules).lost
+        lost = n_plus_one.guard_of(self.state, self.rules).lost
         return {name: lost[name].why() for name in groups if name in lost}
 
     def _momentary(self, before):

@@ -8,7 +8,7 @@ move, and for balancing one of its own.
 - BALANCE (plan, and apply of its plans): everything, the cooldown and the
   balancing scope included; a server does not go back to a hypervisor it
   left within the return window; and with keep_n_plus_one, no move breaks
-  N+1 (core/headroom.py).
+  N+1 (core/n_plus_one.py).
 - PLACEMENT (plan --target): what Nova refuses, locks and opt-outs, and the
   projects and hypervisors the options select. An operator's target does
   not wait for a cooldown, nor need to even out the load; it may send a
@@ -22,7 +22,7 @@ move, and for balancing one of its own.
 import dataclasses
 
 from osc_leveller.core import filters
-from osc_leveller.core import headroom
+from osc_leveller.core import n_plus_one
 from osc_leveller.core import model
 
 LIVE = 'live'
@@ -88,7 +88,7 @@ _NOVA = (filters.status, filters.task_state, filters.locked,
 
 BALANCE = Policy('balance', _NOVA + (
     filters.cooldown, filters.source_in_scope, filters.source_usable),
-    filters.DESTINATION_FILTERS + (filters.returning, headroom.headroom))
+    filters.DESTINATION_FILTERS + (filters.returning, n_plus_one.headroom))
 # A server its exchange parked a moment ago: the cooldown it is in is the
 # one that parking move started.
 BALANCE_AGAIN = BALANCE.without(filters.cooldown)

@@ -10,7 +10,7 @@ from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
-from tests.unit.core import test_headroom
+from tests.unit.core import test_n_plus_one
 
 NOW = snapshot_io.parse_time(b.TAKEN_AT)
 
@@ -708,7 +708,7 @@ class TestKeepNPlusOne(unittest.TestCase):
     """apply re-checks N+1 before each move when asked to keep it."""
 
     def run_plan(self, keep):
-        hyps, servers = test_headroom.tight_cloud()
+        hyps, servers = test_n_plus_one.tight_cloud()
         nova = FakeNova(hyps, servers)
         # Planned without the option: g fills hv2, where A would go.
         plan = planner.make_plan(nova.snapshot(), opts.PlannerOptions(

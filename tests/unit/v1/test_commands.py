@@ -28,7 +28,7 @@ from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
-from tests.unit.core import test_headroom
+from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_executor
 from tests.unit.core import test_planner
 
@@ -582,7 +582,7 @@ class TestApply(SimulatedNovaTest):
             self.assertNotIn('pr0m-secret', f.read())
 
     def test_keep_n_plus_one_from_the_flag_or_the_plan_file(self):
-        hyps, servers = test_headroom.tight_cloud()
+        hyps, servers = test_n_plus_one.tight_cloud()
         plain = os.path.join(self.tmp.name, 'plain.json')
         kept = os.path.join(self.tmp.name, 'kept.json')
         self.nova = test_executor.FakeNova(hyps, servers, polls=1)

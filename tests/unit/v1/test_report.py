@@ -16,7 +16,7 @@ from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import report
 from osc_leveller.v1 import score
-from tests.unit.core import test_headroom
+from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_report as core_test
 from tests.unit.v1 import test_commands
 
@@ -265,7 +265,7 @@ class TestReportFile(test_commands.CommandTest):
         self.assertEqual([evil], [r for _, r in parsed.reasons])
 
     def test_a_domain_without_n_plus_one_says_so(self):
-        snapshot = test_headroom.no_spare()
+        snapshot = test_n_plus_one.no_spare()
         options = core_options.PlannerOptions(keep_n_plus_one=True)
         the_plan = planner.make_plan(snapshot, options)
         page = Page(report.render(report_data.of_plan(snapshot, the_plan,
