@@ -6,8 +6,9 @@ from tests.functional import base
 from tests.functional import test_apply
 
 
-class TestEvacuate(test_apply.ApplyTestCase):
-    SCENARIO = 'mixed'
+class Evacuating:
+    """evacuate, and where the servers are, for a devcloud test case with
+    a settings file in self.config."""
 
     def hosts(self):
         """{server name: its compute service host}.
@@ -23,6 +24,10 @@ class TestEvacuate(test_apply.ApplyTestCase):
                                 parse=False, check=False, timeout=900)
         rows = json.loads(result.stdout) if result.stdout.strip() else []
         return result.returncode, rows, result.stderr
+
+
+class TestEvacuate(Evacuating, test_apply.ApplyTestCase):
+    SCENARIO = 'mixed'
 
     def test_1_dry_run_and_a_drain_that_cannot_fit(self):
         before = self.hosts()

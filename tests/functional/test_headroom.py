@@ -1,18 +1,19 @@
 """N+1 headroom on the devcloud's fragmented scenario: free RAM that adds
 up to a hypervisor's servers, in pieces too small for the largest one."""
 
-import json
 import os
 import tempfile
 
 import yaml
 
 from tests.functional import base
+from tests.functional import test_evacuate
 
 DOMAIN = 'az1/Cascadelake-Server'
 
 
-class TestFragmentedHeadroom(base.DevcloudTestCase):
+class TestFragmentedHeadroom(test_evacuate.Evacuating,
+                             base.DevcloudTestCase):
     SCENARIO = 'fragmented'
 
     def setUp(self):
@@ -24,18 +25,6 @@ class TestFragmentedHeadroom(base.DevcloudTestCase):
             yaml.safe_dump({'apply': {
                 'journal': os.path.join(tmp.name, 'journal.jsonl'),
                 'lock_file': os.path.join(tmp.name, 'apply.lock')}}, f)
-
-    def hosts(self):
-        """{server name: its hypervisor}."""
-        return {s['Name']: s['Host'] for s in base.openstack(
-            'server', 'list', '--all-projects', '--long')}
-
-    def evacuate(self, *args):
-        result = base.openstack('leveller', 'evacuate', '--config',
-                                self.config, '-f', 'json', *args,
-                                parse=False, check=False, timeout=600)
-        rows = json.loads(result.stdout) if result.stdout.strip() else []
-        return result.returncode, rows, result.stderr
 
     def placement_memory(self):
         """({service host: free MEMORY_MB}, {service host: used}) from
@@ -107,7 +96,7 @@ class TestFragmentedHeadroom(base.DevcloudTestCase):
         service = base.openstack('compute', 'service', 'list', '--host',
                                  'hv03', '--service', 'nova-compute')[0]
         self.assertEqual('enabled', service['Status'])
-        # hv01 itself cannot be drained: the same packing, before N+1.
+        # hv01 itself cannot be drained: big-1 fits nowhere.
         code, rows, err = self.evacuate('hv01', '--keep-n-plus-one')
         self.assertEqual(4, code, err)
         self.assertIn('1 server fit nowhere: big-1', err)
