@@ -31,7 +31,7 @@ STATUSES = {
     executor.DONE: 'done', executor.FAILED: 'failed',
     executor.TIMED_OUT: 'timed_out', executor.ABORTED: 'aborted',
     executor.SKIPPED: 'skipped', executor.NOT_STARTED: 'not_started',
-    executor.STARTED: 'started', executor.DRY_RUN: 'would_run'}
+    executor.STARTED: 'started'}  # a dry run writes no metrics
 # The reason classes of skipped and not started moves, by the start of the
 # executor's and checks' own reasons (core/checks.py, core/executor.py);
 # the first that matches wins.
@@ -56,9 +56,8 @@ REASONS = {
     'timed_out': ('timeout',),
     'aborted': ('aborted',),
     'started': ('not_waited',),
-    'would_run': ('dry_run',),
     'skipped': tuple(dict.fromkeys(c for _, c in _SKIPPED)) + (
-        'destination_refused', 'server_not_movable'),
+        'n_plus_one', 'destination_refused', 'server_not_movable'),
     'not_started': tuple(c for _, c in _NOT_STARTED) + ('other',),
 }
 
@@ -73,6 +72,8 @@ def labels_of(result):
                     cls != 'cooldown' or 'cooldown' in reason):
                 return status, cls
         # A destination filter's reason starts with the destination's name.
+        if reason.startswith(result.move.destination + ': would break N+1'):
+            return status, 'n_plus_one'
         if reason.startswith(result.move.destination + ': '):
             return status, 'destination_refused'
         return status, 'server_not_movable'

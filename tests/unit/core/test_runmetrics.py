@@ -44,6 +44,8 @@ class TestLabels(unittest.TestCase):
              'reach 0.90', ('skipped', 'no_gain')),
             (executor.SKIPPED, 'hv2: RAM 120 of 128 GiB allocated',
              ('skipped', 'destination_refused')),
+            (executor.SKIPPED, 'hv2: would break N+1: losing hv1, 1 server '
+             'fit nowhere: db1', ('skipped', 'n_plus_one')),
             (executor.SKIPPED, 'locked', ('skipped', 'server_not_movable')),
             (executor.NOT_STARTED, 'the batch limit of 1 was reached',
              ('not_started', 'batch_limit')),

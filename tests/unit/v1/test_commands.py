@@ -29,6 +29,7 @@ from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
 from tests.unit.core import test_n_plus_one
+from tests.unit.core import test_runmetrics
 from tests.unit.core import test_executor
 from tests.unit.core import test_planner
 
@@ -593,13 +594,20 @@ class TestApply(SimulatedNovaTest):
         plan_mod.write(the_plan, plain)
         plan_mod.write(dataclasses.replace(the_plan, options=dict(
             the_plan.options, keep_n_plus_one=True)), kept)
+        metrics = os.path.join(self.tmp.name, 'leveller.prom')
         for args in ([plain, '--keep-n-plus-one'], [kept]):
             self.nova = test_executor.FakeNova(hyps, servers, polls=1)
-            code, out, err = self.apply(args + ['-f', 'json'])
+            code, out, err = self.apply(args + ['-f', 'json',
+                                                '--metrics-file', metrics])
             self.assertEqual(apply_cmd.EXIT_DONE, code, err)
             row, = json.loads(out)
             self.assertEqual('skipped', row['Status'], args)
             self.assertIn('would break N+1: losing hv1', row['Reason'])
+            with open(metrics) as f:
+                self.assertEqual(1, test_runmetrics.samples(f.read())[
+                    'openstack_leveller_last_run_moves', frozenset({
+                        'command': 'apply', 'status': 'skipped',
+                        'reason': 'n_plus_one'}.items())])
         self.assertIn('The plan was made with keep_n_plus_one', err)
         self.nova = test_executor.FakeNova(hyps, servers, polls=1)
         code, out, err = self.apply([plain, '-f', 'json'])
