@@ -21,31 +21,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import config  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import headroom  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import scoring  # noqa: E402
 from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core import state as state_mod  # noqa: E402
 
 
 def absorbed(snapshot, state, rules):
     """{hypervisor: whether its servers could be placed on the others}."""
-    residents = {h.name: [] for h in snapshot.hypervisors if h.usable}
-    for server in snapshot.servers:
-        here = residents.get(state.host_of(server.id))
-        if here is not None:
-            here.append(server)
-    by_model = rules.options.cpu_compatibility == config.CPU_MODEL
-    domains = {}
-    for hyp in snapshot.hypervisors:
-        if hyp.usable:
-            domains.setdefault(scoring.domain_of(hyp, by_model), []).append(
-                hyp)
+    members = headroom.domains(snapshot, rules)
+    residents = headroom.residents(snapshot, state, members)
     found = {}
-    for hyps in domains.values():
+    for hyps in members.values():
         roomiest = sorted(hyps, key=lambda h: (-headroom.free_ram(h, state),
                                                h.name))
         for hyp in hyps:

@@ -76,28 +76,38 @@ class Headroom:
 def of_domains(snapshot, state, rules, k=1, names=None):
     """[Headroom] of every balancing domain, over the usable hypervisors
     (or those named), in the given state."""
+    members = domains(snapshot, rules, names)
+    on = residents(snapshot, state, members)
+    return [of_domain(domain, hyps, state, rules, k, on)
+            for domain, hyps in sorted(members.items())]
+
+
+def domains(snapshot, rules, names=None):
+    """{balancing domain: [hypervisor]} of the usable hypervisors, or of
+    those named."""
     by_model = rules.options.cpu_compatibility == config.CPU_MODEL
     members = {}
     for hyp in snapshot.hypervisors:
         if (hyp.usable if names is None else hyp.name in names):
             members.setdefault(scoring.domain_of(hyp, by_model), []).append(
                 hyp)
-    residents = {name: [] for hyps in members.values() for name in
-                 (h.name for h in hyps)}
+    return members
+
+
+def residents(snapshot, state, members):
+    """{hypervisor name: its servers in state}, for the hypervisors of
+    members ({domain: [hypervisor]})."""
+    found = {h.name: [] for hyps in members.values() for h in hyps}
     for server in snapshot.servers:
-        here = residents.get(state.host_of(server.id))
+        here = found.get(state.host_of(server.id))
         if here is not None:
             here.append(server)
-    return [of_domain(domain, hyps, state, rules, k, residents)
-            for domain, hyps in sorted(members.items())]
+    return found
 
 
-def of_domain(domain, hypervisors, state, rules, k=1, residents=None):
+def of_domain(domain, hypervisors, state, rules, k, residents):
     """Headroom of one domain: the first set of k that does not fit.
-    residents: {hypervisor name: its servers in state}, if known."""
-    if residents is None:
-        return of_domains(rules.snapshot, state, rules, k, names={
-            h.name for h in hypervisors})[0]
+    residents: {hypervisor name: its servers in state}."""
     if len(hypervisors) <= k:
         if any(residents[h.name] for h in hypervisors):
             return Headroom(domain, k, len(hypervisors),
@@ -126,43 +136,13 @@ def pack(lost, roomiest, residents, state, rules):
     return placement(lost, roomiest, residents, state, rules)[0]
 
 
-def _packing(lost, roomiest, residents, state, rules, spread=False):
-    """(unplaced as pack() gives it, {server id: hypervisor} of the
-    others).
-
-    spread: each unit to the hypervisor with the most free RAM left at
-    that point instead of the first in roomiest that takes it, so that
-    no hypervisor is filled to the brim; it gives up, with no servers
-    named, at the first unit that fits nowhere.
-    """
-    gone = {h.name for h in lost}
-    others = [h for h in roomiest if h.name not in gone]
-    leaving = [s for h in lost for s in residents[h.name]]
-    ids = {s.id for s in leaving}
-    checks = FILTERS + (lambda server, dest, state, rules: _groups(
-        server, dest, state, rules, ids),)
-    trial = Trial(state)
+def _first_fit(lost, roomiest, residents, state, rules):
+    """(unplaced as pack() gives it, {server id: hypervisor}): each unit
+    onto the first of roomiest that takes it."""
+    others, units, checks, trial = _start(lost, roomiest, residents, state,
+                                          rules)
     unplaced = []
-    heap = [(-free_ram(h, trial), h.name, h) for h in others] if spread \
-        else None
-    if spread:
-        heapq.heapify(heap)
-    for unit in _units(leaving, rules):
-        if spread:
-            tried = []
-            while heap:
-                entry = heapq.heappop(heap)
-                if not _place(unit, entry[2], checks, trial, rules):
-                    dest = entry[2]
-                    heapq.heappush(heap, (-free_ram(dest, trial), dest.name,
-                                          dest))
-                    break
-                tried.append(entry)
-            else:
-                return [(server, '') for server in unit], {}
-            for entry in tried:
-                heapq.heappush(heap, entry)
-            continue
+    for unit in units:
         first = None
         for dest in others:
             why = _place(unit, dest, checks, trial, rules)
@@ -171,9 +151,51 @@ def _packing(lost, roomiest, residents, state, rules, spread=False):
             first = first or (dest, why)
         else:
             unplaced.extend((server, _why(first)) for server in unit)
-    placed = {s.id: trial.moved[s.id] for s in leaving
-              if trial.moved.get(s.id) not in (None, *gone)}
-    return unplaced, placed
+    return unplaced, _placed(units, trial, others)
+
+
+def _spread(lost, roomiest, residents, state, rules):
+    """{server id: hypervisor}, each unit onto the hypervisor with the
+    most free RAM left at that point, so that none is filled to the brim;
+    None at the first unit that fits nowhere."""
+    others, units, checks, trial = _start(lost, roomiest, residents, state,
+                                          rules)
+    heap = [(-free_ram(h, trial), h.name, h) for h in others]
+    heapq.heapify(heap)
+    for unit in units:
+        tried = []
+        while heap:
+            entry = heapq.heappop(heap)
+            dest = entry[2]
+            if not _place(unit, dest, checks, trial, rules):
+                heapq.heappush(heap, (-free_ram(dest, trial), dest.name,
+                                      dest))
+                break
+            tried.append(entry)
+        else:
+            return None
+        for entry in tried:
+            heapq.heappush(heap, entry)
+    return _placed(units, trial, others)
+
+
+def _start(lost, roomiest, residents, state, rules):
+    """(the other hypervisors, the leaving units, the checks of a
+    rebuild, a Trial over state) of packing the lost hypervisors."""
+    gone = {h.name for h in lost}
+    leaving = [s for h in lost for s in residents[h.name]]
+    ids = {s.id for s in leaving}
+    checks = FILTERS + (lambda server, dest, state, rules: _groups(
+        server, dest, state, rules, ids),)
+    return ([h for h in roomiest if h.name not in gone],
+            _units(leaving, rules), checks, Trial(state))
+
+
+def _placed(units, trial, others):
+    """{server id: hypervisor} of the units' servers placed on others."""
+    names = {h.name for h in others}
+    return {s.id: trial.moved[s.id] for unit in units for s in unit
+            if trial.moved.get(s.id) in names}
 
 
 def _place(unit, dest, checks, trial, rules):
@@ -223,10 +245,10 @@ def placement(lost, roomiest, residents, state, rules):
     others): spread when it can be, so that no hypervisor is filled to
     the brim (core/n_plus_one.py keeps these); else first-fit, and its
     answer."""
-    found = _packing(lost, roomiest, residents, state, rules, spread=True)
-    if found[0]:
-        found = _packing(lost, roomiest, residents, state, rules)
-    return found
+    placed = _spread(lost, roomiest, residents, state, rules)
+    if placed is None:
+        return _first_fit(lost, roomiest, residents, state, rules)
+    return [], placed
 
 
 def _units(leaving, rules):

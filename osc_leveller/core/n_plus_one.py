@@ -9,10 +9,11 @@ move is checked against what the placements put on its two hypervisors
 (Guard).
 """
 
-from osc_leveller.core import config
 from osc_leveller.core import filters
 from osc_leveller.core import headroom as packing
-from osc_leveller.core import scoring
+
+# How a refusal starts (the metrics file counts them by it).
+REFUSAL = 'would break N+1'
 
 
 def headroom(server, dest, state, rules):
@@ -57,20 +58,11 @@ class Guard:
     def __init__(self, state, rules):
         self.state = state
         self.rules = rules
-        snapshot = state.snapshot
-        by_model = rules.options.cpu_compatibility == config.CPU_MODEL
-        self.domain_of = {}
-        self.members = {}
-        for hyp in snapshot.hypervisors:
-            if hyp.usable:
-                domain = scoring.domain_of(hyp, by_model)
-                self.domain_of[hyp.name] = domain
-                self.members.setdefault(domain, []).append(hyp)
-        self.residents = {name: [] for name in self.domain_of}
-        for server in snapshot.servers:
-            here = self.residents.get(state.host_of(server.id))
-            if here is not None:
-                here.append(server)
+        self.members = packing.domains(state.snapshot, rules)
+        self.domain_of = {h.name: domain for domain, hyps in
+                          self.members.items() for h in hyps}
+        self.residents = packing.residents(state.snapshot, state,
+                                           self.members)
         self.placed = {}  # hypervisor -> {server id: where it is rebuilt}
         self.on = {}  # hypervisor -> {other: ([server], {class: amount})}
         self.exempt = set()  # hypervisors whose loss is not absorbed
@@ -96,9 +88,7 @@ class Guard:
                 continue
             placed, unplaced = self._repack(hyp, {server.id: dest.name})
             if unplaced:
-                return 'would break N+1: ' + packing.Headroom(
-                    domain, 1, len(self.members[domain]), (hyp.name,),
-                    unplaced).why()
+                return self._broken(domain, hyp, unplaced)
             repacked[hyp.name] = placed
         self.vetted.setdefault(domain, {})[server.id, dest.name] = repacked
         return None
@@ -115,10 +105,13 @@ class Guard:
                     continue
                 unplaced = self._repack(hyp, moves)[1]
                 if unplaced:
-                    return 'would break N+1: ' + packing.Headroom(
-                        domain, 1, len(self.members[domain]), (hyp.name,),
-                        unplaced).why()
+                    return self._broken(domain, hyp, unplaced)
         return None
+
+    def _broken(self, domain, hyp, unplaced):
+        return '%s: %s' % (REFUSAL, packing.Headroom(
+            domain, 1, len(self.members[domain]), (hyp.name,),
+            unplaced).why())
 
     def _doubt(self, name, server, src, dest):
         """Whether the kept packing of hypervisor name may not hold once

@@ -18,6 +18,7 @@ import re
 
 from osc_leveller.core import config
 from osc_leveller.core import executor
+from osc_leveller.core import n_plus_one
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 
@@ -72,9 +73,10 @@ def labels_of(result):
                     cls != 'cooldown' or 'cooldown' in reason):
                 return status, cls
         # A destination filter's reason starts with the destination's name.
-        if reason.startswith(result.move.destination + ': would break N+1'):
+        refused = result.move.destination + ': '
+        if reason.startswith(refused + n_plus_one.REFUSAL):
             return status, 'n_plus_one'
-        if reason.startswith(result.move.destination + ': '):
+        if reason.startswith(refused):
             return status, 'destination_refused'
         return status, 'server_not_movable'
     if status == 'not_started':
