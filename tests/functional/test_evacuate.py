@@ -25,6 +25,15 @@ class Evacuating:
         rows = json.loads(result.stdout) if result.stdout.strip() else []
         return result.returncode, rows, result.stderr
 
+    def assert_refused(self, err, before, host):
+        """A refused drain: it says so, no server moved, and host's
+        compute service is still enabled."""
+        self.assertIn('nothing was moved', err)
+        self.assertEqual(before, self.hosts())
+        service = base.openstack('compute', 'service', 'list', '--host',
+                                 host, '--service', 'nova-compute')[0]
+        self.assertEqual('enabled', service['Status'])
+
 
 class TestEvacuate(Evacuating, test_apply.ApplyTestCase):
     SCENARIO = 'mixed'
@@ -40,11 +49,7 @@ class TestEvacuate(Evacuating, test_apply.ApplyTestCase):
         code, rows, err = self.evacuate('hv01', 'hv02', 'hv03')
         self.assertEqual(4, code, err)
         self.assertIn('fit nowhere', err)
-        self.assertIn('nothing was moved', err)
-        self.assertEqual(before, self.hosts())
-        service = base.openstack('compute', 'service', 'list', '--host',
-                                 'hv01', '--service', 'nova-compute')[0]
-        self.assertEqual('enabled', service['Status'])
+        self.assert_refused(err, before, 'hv01')
         # hv05's Icelake twin hv06 would be alone (and db-1 cannot join
         # db-2 there): N+1 is lost. Warned, or refused on request.
         # (A hypervisor name does as well as its service host.)
