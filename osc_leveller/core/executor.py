@@ -46,6 +46,10 @@ class ActionError(errors.LevellerError):
     """Nova refused or could not be asked; the message says why."""
 
 
+class JournalError(errors.LevellerError):
+    """The journal cannot take a record; the message names it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerView:
     """What Nova says about one server right now."""
@@ -94,6 +98,12 @@ class Run:
     def problems(self):
         return [r for r in self.results if r.status in PROBLEMS]
 
+    @property
+    def requested(self):
+        """The moves Nova was asked to migrate."""
+        return [r for r in self.results
+                if r.status not in (SKIPPED, NOT_STARTED, DRY_RUN)]
+
 
 class Executor:
     def __init__(self, actions, planner_options, options, journal=None,
@@ -108,6 +118,10 @@ class Executor:
         self.planner_options = planner_options
         self.options = options
         self.journal = journal or (lambda event, **fields: None)
+        self.journal_error = None  # why the journal took no more records
+        # What a run left when it was interrupted (KeyboardInterrupt).
+        self.interrupted = None
+        self._asking = None  # the move Nova is being asked to migrate
         self.progress = progress or (lambda text: None)
         self.clock = clock
         self.sleep = sleep
@@ -118,22 +132,49 @@ class Executor:
 
         A move starts as soon as a slot is free, not when a whole round has
         ended: every start reads the cloud again for the move and re-checks
-        it.
+        it. A journal that cannot take a record stops the run from starting
+        moves, as a failure would; the moves already started are waited for
+        (or aborted past their timeout) all the same. When that happens
+        before Nova was asked for any migration, JournalError: the run
+        refuses to start. Interrupted (KeyboardInterrupt), the run's results
+        so far are kept in self.interrupted before it goes on up.
         """
         moves = list(moves)
-        stale = self.stale or checks.BalancePlan(moves)
         results = {}
         pending = list(moves)
+        running = {}  # move -> _Watch
+        try:
+            error = self._loop(moves, snapshot, results, pending, running)
+        except KeyboardInterrupt:
+            if self._asking is not None:  # Nova may have taken it
+                results[self._asking] = Result(
+                    self._asking, STARTED, 'interrupted while Nova was asked '
+                    'to migrate it')
+            self._unfinished([m for m in running if m not in results],
+                             [m for m in moves if m not in results
+                              and m not in running], results, 'interrupted')
+            self.interrupted = Run([results[m] for m in moves], 'interrupted')
+            raise
+        run = Run([results[m] for m in moves], error)
+        if self.journal_error is not None and not run.requested:
+            raise JournalError(self.journal_error)
+        return run
+
+    def _loop(self, moves, snapshot, results, pending, running):
+        """Start, watch and settle the moves; why the run stopped early,
+        or None."""
+        stale = self.stale or checks.BalancePlan(moves)
         # The batch counts moves, an exchange's moves as one: half an
         # exchange may leave the load worse than before.
         budget = len(moves) if self.options.batch is None else \
             self.options.batch
         units = set()
-        running = {}  # move -> _Watch
         stopped = False
         look = True  # something changed since the cloud was last read
         error = None  # why the run stopped early, if it did
         while True:
+            if self.journal_error is not None:
+                stopped, error = True, error or self.journal_error
             if look and not stopped and self._room(pending, units, budget,
                                                    running):
                 try:
@@ -146,19 +187,21 @@ class Executor:
                     continue
                 # Nothing chosen while moves run: wait for one to end.
                 look = not running
+                back = []  # not started as the journal failed first
                 for move in chosen:
-                    if self.options.dry_run:
+                    if self.journal_error is not None:
+                        back.append(move)
+                    elif self.options.dry_run:
                         results[move] = Result(move, DRY_RUN,
                                                're-checked against the cloud')
-                        self.journal('would-run', **_move_fields(move))
-                        continue
-                    host = chosen[move]
-                    watch = self._start(move, host, results, running,
-                                        len(moves))
-                    if watch:
-                        running[move] = watch
-                    elif self.options.stop_on_error:
-                        stopped = True
+                        self._record('would-run', **_move_fields(move))
+                    elif not self._start(move, chosen[move], results,
+                                         running, len(moves)):
+                        back.append(move)
+                    elif move in results and self.options.stop_on_error:
+                        stopped = True  # Nova refused it
+                pending[:0] = back
+                units.difference_update(_unit(m) for m in back)
                 snapshot = None  # the next start reads the cloud again
                 continue
             if not running or not self.options.wait:
@@ -169,11 +212,22 @@ class Executor:
                 if self.options.stop_on_error and \
                         results[move].status in PROBLEMS:
                     stopped = True
+        error = error or self.journal_error
         self._unfinished(running, pending, results, error or (
             'not waited for; run again to continue' if not self.options.wait
             else 'the batch limit of %d was reached' % budget
             if len(units) >= budget else 'an earlier move failed'))
-        return Run([results[m] for m in moves], error)
+        return error
+
+    def _record(self, event, **fields):
+        """Journal a record; False when the journal cannot take it, which
+        stops the run from starting moves (what is under way goes on)."""
+        try:
+            self.journal(event, **fields)
+        except JournalError as exc:
+            self.journal_error = self.journal_error or str(exc)
+            return False
+        return True
 
     def _room(self, pending, units, budget, running):
         """Whether another move may start now: one is pending, the batch
@@ -191,10 +245,10 @@ class Executor:
         for move in running:
             results[move] = Result(move, STARTED, 'migrating; not waited '
                                    'for', None)
-            self.journal('started', **_move_fields(move))
+            self._record('started', **_move_fields(move))
         for move in pending:
             results[move] = Result(move, NOT_STARTED, why)
-            self.journal('not-started', reason=why, **_move_fields(move))
+            self._record('not-started', reason=why, **_move_fields(move))
 
     def _round(self, pending, view, results, batch, running, stale):
         """Moves to start now, each with the compute host to ask Nova for;
@@ -256,7 +310,7 @@ class Executor:
                 results[move] = Result(move, SKIPPED, reason)
                 if move.exchange:
                     broken.setdefault(move.exchange, (move, results[move]))
-                self.journal('skipped', reason=reason, **_move_fields(move))
+                self._record('skipped', reason=reason, **_move_fields(move))
                 self.progress('%s: skipped, %s' % (_label(move), reason))
                 continue
             chosen[move] = snapshot.hypervisor(move.destination).host
@@ -281,11 +335,15 @@ class Executor:
         return ahead
 
     def _start(self, move, host, results, running, total):
-        """Ask Nova to migrate the server to the compute host: its _Watch,
-        or None if refused."""
+        """Ask Nova to migrate the server to the compute host: the move is
+        running then, or failed if Nova refused. False when the journal
+        could not say so first: nothing asked, no result."""
         since = self.wall()
         number = len(results) + len(running) + 1
-        self.journal('migrate', destination_host=host, **_move_fields(move))
+        if not self._record('migrate', destination_host=host,
+                            **_move_fields(move)):
+            return False
+        self._asking = move
         try:
             if self._cold(move):
                 self.actions.cold_migrate(move.server_id, host)
@@ -293,13 +351,16 @@ class Executor:
                 self.actions.live_migrate(move.server_id, host)
         except ActionError as exc:
             results[move] = Result(move, FAILED, str(exc), 0.0)
-            self.journal('failed', reason=str(exc), **_move_fields(move))
+            self._asking = None
+            self._record('failed', reason=str(exc), **_move_fields(move))
             self.progress('[%d/%d] %s: failed, %s' % (
                 number, total, _label(move), exc))
-            return None
+            return True
+        running[move] = _Watch(number, host, since, self.clock())
+        self._asking = None
         self.progress('[%d/%d] %s: migrating' % (number, total,
                                                  _label(move)))
-        return _Watch(number, host, since, self.clock())
+        return True
 
     def _settle(self, running, results, total):
         """Poll the running moves once; the ones that ended."""
@@ -311,7 +372,7 @@ class Executor:
             del running[move]
             ended.append(move)
             results[move] = result
-            self.journal(result.status, reason=result.reason,
+            self._record(result.status, reason=result.reason,
                          duration=round(result.duration, 1),
                          migration_id=result.migration_id,
                          **_move_fields(move))
@@ -395,7 +456,7 @@ class Executor:
                           'migration cannot be aborted (status %s)' % (
                               elapsed, status or 'unknown'),
                           elapsed, mig_id)
-        self.journal('abort', migration_id=mig_id, **_move_fields(move))
+        self._record('abort', migration_id=mig_id, **_move_fields(move))
         try:
             self.actions.abort(move.server_id, migration.id)
         except ActionError as exc:

@@ -50,6 +50,8 @@ _NOT_STARTED = (
     ('an earlier move failed', 'earlier_failure'),
     ('not waited for', 'not_waited'),
     ('cannot read the cloud', 'cloud_unreadable'),
+    ('cannot write the journal', 'journal_unwritable'),
+    ('interrupted', 'interrupted'),
 )
 REASONS = {
     'done': ('migrated',),
@@ -163,8 +165,9 @@ def exposition(record, exit_code, now, last_success):
          [(command, last_success)] if last_success is not None else []),
         ('last_run_exit_code',
          'Exit code of the last run (0 done, 1 error before any move, 3 '
-         'some moves failed or servers left, 4 refused, 5 refused by the '
-         'maintenance windows, 130 interrupted)',
+         'some moves failed, servers left or the run stopped part-way, 4 '
+         'refused, 5 refused by the maintenance windows, 6 every move of '
+         'the plan skipped, 130 interrupted, 143 terminated)',
          [(command, exit_code)]),
         ('last_run_duration_seconds', 'How long the last run took',
          [(command, max(0.0, now - record.started))]),

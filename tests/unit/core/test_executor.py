@@ -729,3 +729,127 @@ class TestKeepNPlusOne(unittest.TestCase):
         self.assertIn('hv2: would break N+1: losing hv1, 1 server fit '
                       'nowhere: A', result.reason)
         self.assertEqual(executor.DONE, self.run_plan(keep=False).status)
+
+
+class Journal:
+    """A journal that takes records until `fails(event, fields)` says no,
+    then none (as runfiles.Journal does after a failed write)."""
+
+    def __init__(self, fails):
+        self.fails = fails
+        self.records = []
+        self.error = None
+
+    def __call__(self, event, **fields):
+        if self.error is None and self.fails(event, fields):
+            self.error = 'cannot write the journal /j: No space left on device'
+        if self.error is not None:
+            raise executor.JournalError(self.error)
+        self.records.append((event, fields))
+
+
+class TestJournalFails(ExecutorTest):
+    """A journal that cannot take a record stops the starts, not the run."""
+
+    def run_with(self, journal, moves=None, **options):
+        clock = Clock()
+        self.nova.wall = lambda: NOW + clock.now
+        runner = executor.Executor(
+            self.nova, self.planner_options,
+            executor.ApplyOptions(**dict({'poll_interval': 1.0}, **options)),
+            journal=journal, clock=clock, sleep=clock.sleep,
+            wall=lambda: NOW + clock.now)
+        return runner.run(self.plan.moves if moves is None else moves)
+
+    def migrations_asked(self):
+        return [c[1] for c in self.nova.calls if c[0] == 'live_migrate']
+
+    def test_after_a_start_the_run_waits_and_starts_nothing_more(self):
+        # The second "migrate" record cannot be written: that move is not
+        # asked for; the first, already running, is waited for.
+        journal = Journal(lambda event, fields: event == 'migrate' and any(
+            e == 'migrate' for e, _ in journal.records))
+        run = self.run_with(journal, max_parallel=2, per_source=3)
+        first = self.plan.moves[0]
+        self.assertEqual([first.server_id], self.migrations_asked())
+        self.assertEqual([executor.DONE] + [executor.NOT_STARTED] * (
+            len(self.plan.moves) - 1), self.statuses(run.results))
+        self.assertEqual(journal.error, run.error)
+        self.assertEqual({journal.error},
+                         {r.reason for r in run.results[1:]})
+        self.assertEqual(1, len(run.requested))
+        self.assertEqual(first.destination,
+                         self.nova.servers[first.server_id]['hypervisor'])
+
+    def test_running_moves_still_end_or_are_aborted_by_the_timeout(self):
+        # Full while two moves run: one ends, the other hangs and is
+        # aborted past --timeout, as it would be with a working journal.
+        moves = [dataclasses.replace(m, wave=1) for m in self.plan.moves]
+        self.nova.behaviour[moves[1].destination] = 'hang'
+        journal = Journal(lambda event, fields: event == 'done')
+        run = self.run_with(journal, moves, max_parallel=2, per_source=3,
+                            timeout=30)
+        self.assertEqual([executor.DONE, executor.ABORTED],
+                         self.statuses(run.results[:2]))
+        self.assertIn('abort', [c[0] for c in self.nova.calls])
+        self.assertEqual({executor.NOT_STARTED},
+                         set(self.statuses(run.results[2:])))
+        self.assertEqual(2, len(self.migrations_asked()))
+        self.assertEqual(journal.error, run.error)
+
+    def test_before_any_migration_the_run_refuses_to_start(self):
+        for fails in ('migrate', 'skipped', 'would-run'):
+            self.nova = FakeNova(self.hyps, self.servers)
+            moves = self.plan.moves
+            if fails == 'skipped':  # the first move is stale already
+                moved = moves[0].server_id
+                self.nova.servers[moved]['hypervisor'] = moves[0].destination
+            journal = Journal(lambda event, fields: event == fails)
+            with self.assertRaises(executor.JournalError) as caught:
+                self.run_with(journal, dry_run=fails == 'would-run')
+            self.assertEqual(journal.error, str(caught.exception))
+            self.assertEqual([], self.migrations_asked(), fails)
+
+    def test_a_drain_going_on_after_failures_stops_too(self):
+        journal = Journal(lambda event, fields: event == 'done')
+        run = self.run_with(journal, max_parallel=1, per_source=3,
+                            stop_on_error=False, waves=False)
+        self.assertEqual([executor.DONE] + [executor.NOT_STARTED] * (
+            len(self.plan.moves) - 1), self.statuses(run.results))
+
+
+class TestInterrupted(ExecutorTest):
+    """Ctrl-C or SIGTERM (a KeyboardInterrupt) mid-run: the executor keeps
+    what each move came to, then lets it go on up."""
+
+    def interrupt_on(self, name, after=0):
+        real = getattr(self.nova, name)
+        seen = []
+
+        def call(*args, **kwargs):
+            seen.append(1)
+            if len(seen) > after:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        setattr(self.nova, name, call)
+
+    def test_while_a_migration_runs(self):
+        self.interrupt_on('server')
+        self.assertRaises(KeyboardInterrupt, self.run_plan, max_parallel=1)
+        results = self.executor.interrupted.results
+        self.assertEqual([executor.STARTED] + [executor.NOT_STARTED] * (
+            len(self.plan.moves) - 1), self.statuses(results))
+        self.assertEqual({'interrupted'}, {r.reason for r in results[1:]})
+        self.assertEqual(1, len(self.events('started')))
+        self.assertEqual(len(self.plan.moves) - 1,
+                         len(self.events('not-started')))
+
+    def test_while_nova_is_asked(self):
+        # Nova may have taken the request: the move counts as started.
+        self.interrupt_on('live_migrate', after=1)
+        self.assertRaises(KeyboardInterrupt, self.run_plan, max_parallel=1)
+        results = self.executor.interrupted.results
+        self.assertEqual([executor.DONE, executor.STARTED],
+                         self.statuses(results[:2]))
+        self.assertIn('interrupted while Nova was asked', results[1].reason)
+        self.assertEqual(2, len(self.executor.interrupted.requested))

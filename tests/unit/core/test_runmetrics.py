@@ -49,6 +49,10 @@ class TestLabels(unittest.TestCase):
             (executor.SKIPPED, 'locked', ('skipped', 'server_not_movable')),
             (executor.NOT_STARTED, 'the batch limit of 1 was reached',
              ('not_started', 'batch_limit')),
+            (executor.NOT_STARTED, 'cannot write the journal /j: No space '
+             'left on device', ('not_started', 'journal_unwritable')),
+            (executor.NOT_STARTED, 'interrupted',
+             ('not_started', 'interrupted')),
             (executor.NOT_STARTED, 'something new', ('not_started', 'other')),
         ]
         for status, reason, expected in cases:
