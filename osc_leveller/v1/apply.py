@@ -16,10 +16,14 @@ COLUMNS = migrating.COLUMNS
 # Exit codes for scripts (documented in the user guide).
 EXIT_DONE = 0  # every move done, or nothing to do
 EXIT_ERROR = 1  # error before any move (bad input, cloud unreadable)
-EXIT_PROBLEMS = 3  # some moves failed, timed out or were aborted
+# Some moves failed, timed out or were aborted, or the run stopped after
+# moves had started (the cloud or the journal failed).
+EXIT_PROBLEMS = migrating.EXIT_PROBLEMS
 EXIT_REFUSED = migrating.EXIT_REFUSED
 EXIT_WINDOW = migrating.EXIT_WINDOW
+EXIT_ALL_SKIPPED = 6  # the plan had moves, and every one was skipped
 EXIT_INTERRUPTED = migrating.EXIT_INTERRUPTED
+EXIT_TERMINATED = migrating.EXIT_TERMINATED
 
 
 class ApplyLeveller(migrating.MigratingCommand):
@@ -64,7 +68,7 @@ class ApplyLeveller(migrating.MigratingCommand):
             going_ahead=None if plan is None else
             'the windows hold apply without a plan file only')
         return migrating.guarded(
-            self.app, effective, lambda actions, journal: self._apply(
+            self, effective, lambda actions, journal: self._apply(
                 parsed_args, effective, plan, actions, journal))
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
@@ -84,8 +88,14 @@ class ApplyLeveller(migrating.MigratingCommand):
                 say('Nothing to do: %s (imbalance %.3f)' % (
                     plan.note, plan.imbalance_before))
                 common.say_held(say, plan)
-                journal('end', reason='nothing to do', exit_code=EXIT_DONE)
+                migrating.end(self, journal, reason='nothing to do')
                 return COLUMNS, []
+        elif not plan.moves:
+            say('Nothing to do: the plan file %s has no moves%s' % (
+                parsed_args.plan_file, ' (%s)' % plan.note if plan.note
+                else ''))
+            migrating.end(self, journal, reason='nothing to do')
+            return COLUMNS, []
         elif plan.fingerprint != plan_mod.fingerprint(snapshot):
             say('The cloud changed since the plan was made: each move is '
                 'checked again before it runs')
@@ -103,14 +113,21 @@ class ApplyLeveller(migrating.MigratingCommand):
             # no "still evens out the load"; Nova's own limits still hold.
             stale=checks.placement if plan.kind == plan_mod.PLACEMENT
             else None)
-        run = runner.run(plan.moves, snapshot=snapshot)
-        self.record.results = run.results
+        run = migrating.execute(self, runner, plan.moves, snapshot)
         if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
+        elif all(r.status == executor.SKIPPED for r in run.results):
+            # Not a success: the cloud no longer matches the plan (another
+            # cloud's, or one already applied), or a check now holds it.
+            self.exit_code = EXIT_ALL_SKIPPED
         if run.error:
             say('Stopped: %s' % run.error)
-        say(_summary(run.results))
-        journal('end', exit_code=self.exit_code, **_counts(run.results))
+        found = migrating.counts(run.results)
+        say('Apply: %s%s' % (migrating.summary(found['counts']), (
+            ': no move of the plan holds on the cloud now (exit code %d)'
+            % EXIT_ALL_SKIPPED) if self.exit_code == EXIT_ALL_SKIPPED
+            else ''))
+        migrating.end(self, journal, **found)
         return COLUMNS, migrating.rows(run.results)
 
 
@@ -133,16 +150,3 @@ def _read_plan(path, placement):
             '--placement-plan: %s is a %s plan, not a path to a target '
             'placement' % (path, plan.kind))
     return plan
-
-
-def _counts(results):
-    counts = {}
-    for r in results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    return {'counts': counts}
-
-
-def _summary(results):
-    counts = _counts(results)['counts']
-    return 'Apply: %s' % ', '.join(
-        '%d %s' % (n, status) for status, n in sorted(counts.items()))

@@ -15,7 +15,7 @@ from osc_leveller.v1 import migrating
 COLUMNS = ('#', 'Server', 'From', 'To', 'Status', 'Duration (s)', 'Reason')
 STAYS = 'stays'
 EXIT_EMPTY = 0  # every named hypervisor is empty (or restored)
-EXIT_LEFT = 3  # servers are left, or some moves failed
+EXIT_LEFT = migrating.EXIT_PROBLEMS  # servers are left, or moves failed
 EXIT_WINDOW = migrating.EXIT_WINDOW
 DEFAULT_REASON = 'maintenance (openstack leveller evacuate)'
 MOVE_BACK_HOURS = 72.0  # how far back --move-back looks in Nova's history
@@ -110,7 +110,7 @@ class EvacuateLeveller(migrating.MigratingCommand):
                 going_ahead='--ignore-windows' if parsed_args.ignore_windows
                 else None)
         return migrating.guarded(
-            self.app, effective, lambda actions, journal: _Run(
+            self, effective, lambda actions, journal: _Run(
                 self, parsed_args, effective, actions, journal).go(),
             history_hours=MOVE_BACK_HOURS)
 
@@ -207,8 +207,18 @@ class _Run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)
         runner = self.executor(options, checks.drain(cold), plan.kinds)
-        run = runner.run(plan.moves, snapshot=snapshot)
-        self.command.record.results = run.results
+        try:
+            run = migrating.execute(self.command, runner, plan.moves,
+                                    snapshot)
+        except executor.JournalError as exc:
+            if not self.args.disable_service or self.args.dry_run:
+                raise
+            raise executor.JournalError(
+                '%s (nothing was moved; the compute service of %s stays '
+                'disabled)' % (exc, ', '.join(h.host for h in hosts))) \
+                from None
+        if run.error:
+            self.say('Stopped: %s' % run.error)
         left = self.left_on(names)
         started = [r for r in run.results if r.status == executor.STARTED]
         if started:
@@ -224,8 +234,7 @@ class _Run:
         self.command.exit_code = (
             EXIT_LEFT if (left and not self.args.dry_run and not started)
             or run.problems or run.error else EXIT_EMPTY)
-        self.journal('end', exit_code=self.command.exit_code,
-                     left=sum(left.values()))
+        migrating.end(self.command, self.journal, left=sum(left.values()))
         return COLUMNS, _rows(run.results, stay_rows)
 
     def wait_for_earlier(self, snapshot, options, own):
@@ -277,10 +286,12 @@ class _Run:
         return counts
 
     def set_service(self, hyp, enabled):
-        self.actions.set_service(hyp.host, enabled, self.args.reason)
+        # Journalled first, like a migration: a journal that cannot say
+        # so stops the run before the change.
         self.journal('enable-service' if enabled else 'disable-service',
                      host=hyp.host, reason=None if enabled else
                      self.args.reason)
+        self.actions.set_service(hyp.host, enabled, self.args.reason)
         self.say('%s the compute service of %s' % (
             'Enabled' if enabled else 'Disabled', hyp.host))
 
@@ -300,17 +311,18 @@ class _Run:
             kinds = {m.server_id: policy.kind_of(snapshot.server(
                 m.server_id)) for m in moves}
             options = self.options(snapshot)
-            run = self.executor(
-                options, checks.drain(self.args.cold_migrate_stopped),
-                kinds).run(moves)
-            results, failed = run.results, bool(run.problems or run.error)
             # The restored hypervisors count again, with what came back.
             self.command.record.read(snapshot, options, [
                 h.name for h in snapshot.hypervisors
                 if h.usable or h.name in names])
-            self.command.record.results = results
+            run = migrating.execute(self.command, self.executor(
+                options, checks.drain(self.args.cold_migrate_stopped),
+                kinds), moves)
+            if run.error:
+                self.say('Stopped: %s' % run.error)
+            results, failed = run.results, bool(run.problems or run.error)
         self.command.exit_code = EXIT_LEFT if failed else EXIT_EMPTY
-        self.journal('end', exit_code=self.command.exit_code)
+        migrating.end(self.command, self.journal)
         return COLUMNS, _rows(results, [])
 
 

@@ -1,9 +1,13 @@
 """What the commands that migrate share (apply, evacuate): their run
 options, the lock and journal around a run, the refusals when Nova already
-migrates or a maintenance window forbids moves, and their exit codes for
+migrates or a maintenance window forbids moves, how a run ends (also on
+SIGTERM or when the journal cannot be written), and their exit codes for
 scripts."""
 
+import contextlib
 import datetime
+import signal
+import threading
 import time
 import uuid
 
@@ -12,6 +16,7 @@ from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
 from osc_leveller.cloud import measure
+from osc_leveller.core import errors
 from osc_leveller.core import executor
 from osc_leveller.core import files
 from osc_leveller.core import runmetrics
@@ -23,9 +28,11 @@ from osc_leveller.v1 import runfiles
 COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
            'Reason')
 EXIT_ERROR = 1  # the shell's code of a CommandError
+EXIT_PROBLEMS = 3  # moves failed, or the run stopped after moves started
 EXIT_REFUSED = 4  # another run holds the lock, or migrations are running
 EXIT_WINDOW = 5  # a blackout window, or outside every allowed window
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143  # SIGTERM (systemd, Kubernetes): 128 + 15, as shells say
 
 
 class Refused(Exception):
@@ -35,6 +42,35 @@ class Refused(Exception):
 class InWindow(Refused):
     """Not started: the maintenance windows forbid moves now; exit
     EXIT_WINDOW."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived during a run. A KeyboardInterrupt, so that it ends
+    the run as Ctrl-C does: the executor's results kept, the interrupted
+    and end records, the lock released, the metrics file written; exit
+    EXIT_TERMINATED."""
+
+
+@contextlib.contextmanager
+def _terminable():
+    """While a run lasts, SIGTERM raises Terminated (once: the run's wrap-up
+    ignores another); the handler before it is put back afterwards. Only
+    the main thread receives signals, so elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        # None: a handler not set from Python, which cannot be put back.
+        signal.signal(signal.SIGTERM,
+                      signal.SIG_DFL if previous is None else previous)
 
 
 class MigratingCommand(command.Lister):
@@ -57,22 +93,27 @@ class MigratingCommand(command.Lister):
         self.effective = None
         self.record = runmetrics.Record(self.verb, time.time())
         code = EXIT_ERROR  # what the shell makes of an exception
-        try:
-            super().run(parsed_args)
-            code = self.exit_code
-        except InWindow as exc:
-            self.app.stderr.write('Refused: %s\n' % exc)
-            code = EXIT_WINDOW
-        except Refused as exc:
-            self.app.stderr.write('Refused: %s\n' % exc)
-            code = EXIT_REFUSED
-        except KeyboardInterrupt:
-            self.app.stderr.write(
-                'Interrupted: live migrations already started go on in '
-                'Nova; see "openstack server migration list"\n')
-            code = EXIT_INTERRUPTED
-        finally:
-            self._write_metrics(parsed_args, code)
+        with _terminable():
+            try:
+                super().run(parsed_args)
+                code = self.exit_code
+            except InWindow as exc:
+                self.app.stderr.write('Refused: %s\n' % exc)
+                code = EXIT_WINDOW
+            except Refused as exc:
+                self.app.stderr.write('Refused: %s\n' % exc)
+                code = EXIT_REFUSED
+            except KeyboardInterrupt as exc:
+                code = exit_code_of(exc)
+                done = counts(self.record.results)['counts']
+                self.app.stderr.write(
+                    '%s: %slive migrations already started go on in Nova; '
+                    'see "openstack server migration list"\n' % (
+                        'Terminated (SIGTERM)' if code == EXIT_TERMINATED
+                        else 'Interrupted', '%s; ' % summary(done)
+                        if done else ''))
+            finally:
+                self._write_metrics(parsed_args, code)
         return code
 
     def _write_metrics(self, parsed_args, code):
@@ -94,6 +135,27 @@ class MigratingCommand(command.Lister):
             # own failure must not hide it.
             message = common.printable(str(exc))
             self.app.stderr.write(message[:1].upper() + message[1:] + '\n')
+
+
+def exit_code_of(interruption):
+    """The exit code of a run ended by this KeyboardInterrupt."""
+    return EXIT_TERMINATED if isinstance(interruption, Terminated) \
+        else EXIT_INTERRUPTED
+
+
+def counts(results):
+    """The journal's counts of the executor's results: {'counts': {status:
+    moves}}."""
+    found = {}
+    for r in results:
+        found[r.status] = found.get(r.status, 0) + 1
+    return {'counts': found}
+
+
+def summary(found):
+    """'2 done, 1 skipped' of counts(...)['counts']."""
+    return ', '.join('%d %s' % (n, status)
+                     for status, n in sorted(found.items()))
 
 
 def rows(results):
@@ -162,32 +224,36 @@ def refuse_in_window(command, effective, dry_run, going_ahead=None):
         say('Note: a run now would be refused (exit %d): %s' % (
             EXIT_WINDOW, refusal))
     else:
-        journal = _open_journal(effective, 'req-%s' % uuid.uuid4())
-        journal('refused', reason=str(refusal), exit_code=EXIT_WINDOW,
-                until=refusal.until and refusal.until.isoformat().replace(
-                    '+00:00', 'Z'))
-        journal.close()
+        journal = _open_journal(command, effective, 'req-%s' % uuid.uuid4())
+        try:
+            journal('refused', reason=str(refusal), exit_code=EXIT_WINDOW,
+                    until=refusal.until and refusal.until.isoformat()
+                    .replace('+00:00', 'Z'))
+        finally:
+            journal.close()
         raise InWindow(refusal)
 
 
-def _open_journal(effective, run_id):
-    try:
-        return runfiles.Journal(effective['apply.journal'], run_id)
-    except OSError as exc:
-        raise exceptions.CommandError('cannot open the journal %s: %s' % (
-            effective['apply.journal'], exc)) from exc
+def _open_journal(command, effective, run_id):
+    """The run's journal; executor.JournalError (exit 1) when the path
+    cannot be one, before anything is asked of the cloud."""
+    return runfiles.Journal(effective['apply.journal'], run_id,
+                            note=lambda text: common.StderrWriter(
+                                command.app)('Note: ' + text))
 
 
-def guarded(app, effective, body, history_hours=24.0):
+def guarded(command, effective, body, history_hours=24.0):
     """body(actions, journal) with the journal open and the lock held.
 
     The connection sends one new global request id on every call, and the
     journal records it, so Nova's logs and the journal can be matched. The
     migration history read covers history_hours and what the balancing
-    rules look at (common.history_hours).
+    rules look at (common.history_hours). A run the body does not end (an
+    error, an interruption) gets its end record here; a refused one ends
+    with its refused record.
     """
     run_id = 'req-%s' % uuid.uuid4()
-    journal = _open_journal(effective, run_id)
+    journal = _open_journal(command, effective, run_id)
     lock = runfiles.Lock(effective['apply.lock_file'])
     try:
         try:
@@ -199,16 +265,65 @@ def guarded(app, effective, body, history_hours=24.0):
             raise exceptions.CommandError('cannot take the lock %s: %s' % (
                 lock.path, exc)) from exc
         actions = actions_mod.Actions(
-            common.open_connection(app, effective, run_id),
+            common.open_connection(command.app, effective, run_id),
             metrics=measure.reader_from_settings(
                 effective.section('prometheus')),
             history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
-            progress=common.progress_of(app))
+            progress=common.progress_of(command.app))
         return body(actions, journal)
-    except KeyboardInterrupt:
-        journal('interrupted')
+    except Refused:
+        raise
+    except KeyboardInterrupt as exc:
+        journal.last('interrupted', signal='SIGTERM' if isinstance(
+            exc, Terminated) else 'SIGINT')
+        journal.last('end', exit_code=exit_code_of(exc),
+                     **counts(command.record.results))
+        raise
+    except Exception as exc:
+        # A message made for the operator, or only what kind of failure:
+        # an unexpected one may quote anything.
+        journal.last('end', exit_code=EXIT_ERROR, reason=common.printable(
+            str(exc)) if isinstance(exc, (errors.LevellerError,
+                                          exceptions.CommandError))
+            else type(exc).__name__)
         raise
     finally:
         lock.release()
         journal.close()
+
+
+def execute(command, runner, moves, snapshot=None):
+    """runner.run(moves, snapshot): its Run, whose results the run's record
+    keeps; interrupted, what it left is kept there (and in the journal's
+    end record) all the same."""
+    try:
+        run = runner.run(moves, snapshot=snapshot)
+    except KeyboardInterrupt:
+        if runner.interrupted is not None:
+            command.record.results = runner.interrupted.results
+        raise
+    command.record.results = run.results
+    return run
+
+
+def end(command, journal, **fields):
+    """The end record of a run the body ended, with its exit code.
+
+    When the journal lost records of the run (now or before), the run is
+    not a success: exit EXIT_PROBLEMS once Nova was asked for migrations,
+    else it is the run's error (exit 1), as when the journal fails before
+    any move. The reason goes to stderr unless the run said it already.
+    """
+    said = journal.error is not None
+    if journal.unwritten:
+        fields['unwritten'] = journal.unwritten
+    journal.last('end', exit_code=command.exit_code, **fields)
+    if journal.error is None:
+        return
+    if not executor.Run(command.record.results).requested:
+        raise executor.JournalError(journal.error)
+    if not said:
+        common.StderrWriter(command.app)(
+            journal.error[:1].upper() + journal.error[1:])
+    command.exit_code = EXIT_PROBLEMS

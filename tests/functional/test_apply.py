@@ -143,7 +143,7 @@ class TestApplyGuards(ApplyTestCase):
         base.openstack('server', 'migrate', '--live-migration', '--host',
                        elsewhere, '--wait', move['server_id'], parse=False)
         code, rows, err = self.apply(path)
-        self.assertEqual(0, code, err)
+        self.assertEqual(6, code, err)  # its every move skipped
         self.assertEqual('skipped', rows[0]['Status'])
         self.assertIn('it is now on %s, not on the planned source %s' % (
             self.node[elsewhere], self.node['hv01']), rows[0]['Reason'])
@@ -194,7 +194,7 @@ class TestApplyGuards(ApplyTestCase):
         with open(path, 'w') as f:
             json.dump(again, f)
         code, rows, err = self.apply(path)
-        self.assertEqual(0, code, err)
+        self.assertEqual(6, code, err)  # its every move skipped
         self.assertEqual('skipped', rows[0]['Status'])
         self.assertIn('inside the 6 h cooldown', rows[0]['Reason'])
         self.assertEqual(now_on, self.node_of(moved['server_id']))

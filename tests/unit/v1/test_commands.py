@@ -599,7 +599,8 @@ class TestApply(SimulatedNovaTest):
             self.nova = test_executor.FakeNova(hyps, servers, polls=1)
             code, out, err = self.apply(args + ['-f', 'json',
                                                 '--metrics-file', metrics])
-            self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+            # Its only move skipped: not a success.
+            self.assertEqual(apply_cmd.EXIT_ALL_SKIPPED, code, err)
             row, = json.loads(out)
             self.assertEqual('skipped', row['Status'], args)
             self.assertIn('would break N+1: losing hv1', row['Reason'])
@@ -655,8 +656,9 @@ class TestApply(SimulatedNovaTest):
         self.nova.snapshot = interrupt
         code, out, err = self.apply([])
         self.assertEqual(apply_cmd.EXIT_INTERRUPTED, code)
-        self.assertEqual(['interrupted'], [e['event']
-                                           for e in self.journal()])
+        self.assertEqual(['interrupted', 'end'], [e['event']
+                                                  for e in self.journal()])
+        self.assertEqual(130, self.journal()[-1]['exit_code'])
 
     def test_bad_plan_file(self):
         path = self.write('plan.json', '{"format": "nope"}')
