@@ -88,6 +88,7 @@ STALL_TIMEOUT = 0.3
 TIMEOUT = 10.0
 PROM_SETTINGS = {'retries': 0, 'profile': 'utilisation'}
 DIRECTORY = object()  # a file entry that is a directory
+FIFO = object()  # a file entry that is a named pipe
 # How deep a document nests to be "too deep" for any JSON or YAML reader.
 TOO_DEEP = 100000
 # YAML's reader, pure Python, takes seconds to fail on that; this much is
@@ -121,7 +122,7 @@ class Cloud:
 @dataclasses.dataclass
 class Case:
     """One bad input: argv after ``openstack --os-cloud standin``, files
-    to write first (name -> text, bytes, DIRECTORY, Sparse, or None for
+    to write first (name -> text, bytes, DIRECTORY, FIFO, Sparse, or None for
     none), the exit code the user guide documents, and what the message
     must name.
     DIR in argv, files and expect is the case's own directory."""
@@ -1043,6 +1044,40 @@ def gen_flags(rng, count):
         cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
                           argv, expect=expect, code=code,
                           files=dict(files)))
+    return cases + journal_paths()
+
+
+def journal_paths():
+    """--journal at what cannot be a journal: refused before anything is
+    asked of the cloud (a FIFO without blocking; a device unopened, so
+    /dev/full and /dev/zero are never written); a torn last line is said in
+    a note and the run goes on; /dev/null is no journal."""
+    files = {'fifo': FIFO, 'dir': DIRECTORY, 'file': 'not a directory\n',
+             'torn.jsonl': '{"event": "start"}\n{"event": "mig'}
+    cases = []
+
+    def add(command, journal, code, *expect, cloud=None):
+        argv = ['leveller'] + command + ['--journal', journal]
+        cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
+                          argv, expect=expect, code=code, files=dict(files),
+                          cloud=cloud))
+
+    refused = ('cannot write the journal', 'the journal must be a regular '
+               'file')
+    for command in (['apply', '--dry-run'], ['apply', '--batch', '1'],
+                    ['evacuate', 'hv1', '--dry-run']):
+        for path, kind in ((DIR + '/fifo', 'it is a FIFO'),
+                           (DIR + '/dir', 'it is a directory'),
+                           ('/dev/full', 'it is a character device'),
+                           ('/dev/zero', 'it is a character device')):
+            add(command, path, 1, path, kind, *refused)
+    add(['apply', '--dry-run'], DIR + '/file/journal.jsonl', 1,
+        'cannot write the journal %s/file/journal.jsonl: Not a directory'
+        % DIR)
+    add(['apply', '--dry-run'], DIR + '/torn.jsonl', 0,
+        'Note: the journal %s/torn.jsonl ends in a torn record (14 bytes'
+        % DIR, cloud=Cloud())
+    add(['apply', '--dry-run'], '/dev/null', 0, cloud=Cloud())
     return cases
 
 
@@ -1567,6 +1602,8 @@ def _write_files(case, directory):
             continue
         if content is DIRECTORY:
             os.mkdir(path)
+        elif content is FIFO:
+            os.mkfifo(path)
         elif isinstance(content, Sparse):
             with open(path, 'wb') as f:
                 f.truncate(content.size)
