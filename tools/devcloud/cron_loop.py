@@ -8,8 +8,11 @@
 Every --every seconds it runs one apply with the given cooldown (hours),
 then records the imbalance that `leveller score --summary` reports. At the
 end it reads Nova's migration history and checks that no server moved twice
-inside the cooldown. Prints one line per run and a JSON summary; exits 1 if
-the cooldown was broken or an apply exited with an error code.
+inside the cooldown, and reads the journal: every run must end in an end
+(or refused) record, with no torn line. Prints one line per run and a JSON
+summary; exits 1 if the cooldown was broken, an apply exited with an error
+code (0 done, 3 moves failed and 6 every move skipped are not errors), or
+the journal is not whole.
 """
 
 import argparse
@@ -22,7 +25,11 @@ import time
 
 import openstack
 
+from osc_leveller.v1 import runfiles
+
 import devcloud_retry  # beside this script
+
+GOOD = (0, 3, 6)  # exit codes of apply that are not errors here
 
 
 def openstack_cli(*args):
@@ -67,7 +74,7 @@ def main():
                'statuses': [r['Status'] for r in rows],
                'moved': ['%s %s->%s' % (r['Server'], r['Source'],
                                         r['Destination']) for r in moved]}
-        if code not in (0, 3):
+        if code not in GOOD:
             run['stderr'] = err.strip()[-300:]
         runs.append(run)
         print(json.dumps(run), flush=True)
@@ -80,6 +87,10 @@ def main():
                 mig.status == 'completed':
             history.setdefault(mig.server_id, []).append(
                 parse(mig.created_at))
+    records, torn = runfiles.read_journal(journal)
+    ended = {r['request_id'] for r in records
+             if r.get('event') in ('end', 'refused')}
+    unended = sorted({r.get('request_id') for r in records} - ended)
     too_soon = []
     for server, times in history.items():
         times.sort()
@@ -95,11 +106,14 @@ def main():
         'migrations': sum(len(t) for t in history.values()),
         'servers_moved': len(history),
         'moved_twice_inside_cooldown': too_soon,
-        'bad_exit_codes': [r for r in runs if r['exit_code'] not in (0, 3)],
+        'bad_exit_codes': [r for r in runs if r['exit_code'] not in GOOD],
         'journal': journal,
+        'journal_runs_without_end': unended,
+        'journal_lines_skipped': torn,
     }
     print(json.dumps(summary, indent=1))
-    return 1 if too_soon or summary['bad_exit_codes'] else 0
+    return 1 if too_soon or summary['bad_exit_codes'] or unended or torn \
+        else 0
 
 
 if __name__ == '__main__':
