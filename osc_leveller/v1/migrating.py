@@ -53,20 +53,24 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _terminable():
-    """While a run lasts, SIGTERM raises Terminated (once: the run's wrap-up
-    ignores another); the handler before it is put back afterwards. Only
-    the main thread receives signals, so elsewhere nothing changes."""
+    """While a run lasts, SIGTERM raises Terminated, once; then, or once the
+    run's wrap-up starts (hold(), what this yields), it is ignored, so the
+    metrics file is written whole. The handler before is put back after.
+    Only the main thread receives signals: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: None
         return
 
-    def terminate(signum, frame):
+    def hold():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def terminate(signum, frame):
+        hold()
         raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        yield
+        yield hold
     finally:
         # None: a handler not set from Python, which cannot be put back.
         signal.signal(signal.SIGTERM,
@@ -93,7 +97,7 @@ class MigratingCommand(command.Lister):
         self.effective = None
         self.record = runmetrics.Record(self.verb, time.time())
         code = EXIT_ERROR  # what the shell makes of an exception
-        with _terminable():
+        with _terminable() as hold:
             try:
                 super().run(parsed_args)
                 code = self.exit_code
@@ -113,6 +117,7 @@ class MigratingCommand(command.Lister):
                         else 'Interrupted', '%s; ' % summary(done)
                         if done else ''))
             finally:
+                hold()
                 self._write_metrics(parsed_args, code)
         return code
 
