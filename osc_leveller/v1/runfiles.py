@@ -77,7 +77,7 @@ class Journal:
             self.file = None
 
 
-def write_metrics(path, record, exit_code, now):
+def write_metrics(path, record, exit_code, now, follow=False):
     """Replace the metrics file with this run's, atomically.
 
     node_exporter may read the file at any moment: the text goes to a
@@ -97,7 +97,8 @@ def write_metrics(path, record, exit_code, now):
             path, exc.strerror or exc)) from None
     # node_exporter reads *.prom only, so it skips the temporary file;
     # it runs as another user, hence 0644.
-    files.write_atomic(path, text, 'the metrics file', mode=0o644)
+    files.write_atomic(path, text, 'the metrics file', mode=0o644,
+                       follow=follow)
 
 
 def _previous(path):
