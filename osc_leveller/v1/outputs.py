@@ -97,9 +97,15 @@ def setting(effective, name):
 
 
 def flag(parsed_args, name):
-    """(flag, path) of a file setting's flag; path None if not given."""
+    """(flag, path) of a file setting's flag; path None if not given, or
+    if the flag's value is not one (the settings said so already)."""
     key = config.BY_NAME[name]
-    return key.flag.name, _expand(getattr(parsed_args, key.flag.dest, None))
+    try:
+        value = config.check(key, getattr(parsed_args, key.flag.dest, None),
+                             key.flag.name, flag=True)
+    except config.ConfigError:
+        value = None
+    return key.flag.name, _expand(value)
 
 
 def _expand(path):

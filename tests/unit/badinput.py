@@ -1493,9 +1493,10 @@ OUTPUTS = (
     (['leveller', 'evacuate', 'hv1'], '--metrics-file'),
 )
 # Never made by a refused output: the default journal's and lock's
-# directory (HOME is the case's), the files the cases would write.
+# directory (HOME is the case's), the files the cases would write, those
+# named by blanks (the case's directory is the current one).
 OUTPUTS_ABSENT = (DIR + '/.local', DIR + '/nowhere.json', DIR + '/p.json',
-                  DIR + '/m.prom')
+                  DIR + '/m.prom', DIR + '/ ', DIR + '/  ')
 
 
 def output_case(argv, expect, files=None):
@@ -1781,7 +1782,12 @@ def run_case(case, directory, raw):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('OS_')}
         env.update(HOME=directory, OS_CLIENT_CONFIG_FILE=clouds_yaml)
-        result = _run_shell(case, argv, env)
+        here = os.getcwd()
+        os.chdir(directory)  # what a case writes by a relative path stays
+        try:
+            result = _run_shell(case, argv, env)
+        finally:
+            os.chdir(here)
     finally:
         if cloud is not None:
             cloud.stop()

@@ -191,6 +191,8 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
         self.assertFalse(os.path.exists(journal))
 
     def test_empty_is_none_and_overrides_the_setting(self):
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.tmp.name)  # where a file named by blanks would go
         self.clouds_yaml['apply']['metrics_file'] = self.path
         code, out, err = self.apply(['--batch', '1', '--metrics-file', ''])
         self.assertEqual(apply_cmd.EXIT_DONE, code, err)
@@ -199,6 +201,7 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
             '--metrics-file', '  '])
         self.assertEqual("--metrics-file: must be a file name, or empty text "
                          "for none (got '  ')", str(error))
+        self.assertNotIn('  ', os.listdir('.'))
         error = self.assertRaises(exceptions.CommandError, self.apply, [
             '--metrics-file', '-'])
         self.assertIn('--metrics-file -: cannot be standard output', str(error))
