@@ -34,6 +34,7 @@ FLOAT, INT, BOOL, TEXT, LIST, CHOICE = (
 URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 DURATION = 'Prometheus duration'
 TIME_ZONE, WINDOWS = 'time zone', 'list of windows'
+FILE = 'file name'  # empty text: none, unless the key is required
 _DURATION = re.compile(r'([0-9]+(ms|s|m|h|d|w|y))+')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
@@ -234,6 +235,18 @@ KEYS = (
         help='Largest snapshot file read, in MiB; a larger one is refused '
              'unread, since loading takes about seven times its size in '
              'memory'),
+    Key('output.follow_symlinks', BOOL, False,
+        help='Write an output file (--output-file, --report, '
+             '--metrics-file) through a symbolic link at its path: replace '
+             'the regular file the link resolves to, or create it if the '
+             'link dangles; when false, a link there is refused',
+        flag=Flag('--follow-symlinks', 'Write output files through a '
+                  'symbolic link at their path: replace the file the link '
+                  'resolves to, or create it if the link dangles (setting '
+                  'output.follow_symlinks)',
+                  negative='--no-follow-symlinks',
+                  negative_help='Refuse a symbolic link at an output file\'s '
+                                'path (default)')),
 ) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
     Key('cloud.connect_timeout', FLOAT, 10.0, minimum=0, above=True,
         maximum=3600,
@@ -351,24 +364,24 @@ KEYS = (
                   negative='--continue-on-error',
                   negative_help='Go on with the other moves after a '
                                 'failure')),
-    Key('apply.lock_file', TEXT, '~/.local/state/osc-leveller/apply.lock',
+    Key('apply.lock_file', FILE, '~/.local/state/osc-leveller/apply.lock',
         required=True,
         help='Lock held while apply runs, so runs never overlap',
         flag=Flag('--lock-file', 'Lock that keeps two runs from '
                   'overlapping (default {default})', '<file>')),
-    Key('apply.journal', TEXT, '~/.local/state/osc-leveller/journal.jsonl',
+    Key('apply.journal', FILE, '~/.local/state/osc-leveller/journal.jsonl',
         help='JSON-lines record of every action (empty text: none)',
         flag=Flag('--journal', 'Append a JSON line per action to this file '
                   '(default {default}; empty: none)', '<file>')),
-    Key('apply.metrics_file', TEXT, None,
+    Key('apply.metrics_file', FILE, None,
         help='node_exporter textfile-collector file (name.prom) that each '
              'apply or evacuate replaces with the figures of its run: '
-             'moves, imbalance, exit code, last success (none: not '
-             'written; a dry run never writes it)',
+             'moves, imbalance, exit code, last success (none or empty '
+             'text: not written; a dry run never writes it)',
         flag=Flag('--metrics-file', 'Replace this node_exporter textfile '
                   'collector file (name.prom) with the figures of the run '
-                  '(setting apply.metrics_file; a dry run does not write '
-                  'it)', '<file>')),
+                  '(setting apply.metrics_file; empty: none; a dry run does '
+                  'not write it)', '<file>')),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -439,8 +452,9 @@ def check(key, value, where, flag=False):
         return tuple(items)
     if not isinstance(value, str) or not _printable(value):
         raise bad('text')
-    if key.required and not value:
-        raise bad('a file name, not empty')
+    if key.kind == FILE and not value.strip() and (value or key.required):
+        raise bad('a file name, not empty' if key.required else
+                  'a file name, or empty text for none')
     if key.kind == CHOICE and value not in key.choices:
         raise bad(' or '.join(key.choices))
     if key.kind == URL and value:
@@ -622,7 +636,7 @@ class Settings:
 
 
 def display(key, value):
-    if value is None:
+    if value is None or key.kind == FILE and not value:
         return None
     if key.secret:
         return MASK

@@ -18,6 +18,7 @@ from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import validation
 
 FORMAT = 'osc-leveller-plan/1'
+WHAT = 'plan file'  # as messages name it
 # Moves that even out the load; each server moves once, except within an
 # exchange, where it may park on the way.
 BALANCE = 'balance'
@@ -280,14 +281,18 @@ def _move(doc):
     return Move(**values)
 
 
+def dumps(plan):
+    """The plan file's text."""
+    return json.dumps(to_document(plan), indent=2, sort_keys=True) + '\n'
+
+
 def write(plan, path):
-    files.write_atomic(path, json.dumps(to_document(plan), indent=2,
-                                        sort_keys=True) + '\n', 'plan file')
+    files.write_atomic(path, dumps(plan), WHAT)
 
 
 def read(path, max_mb=files.MAX_MB):
     try:
-        document, strict = files.read_json(path, 'plan file', max_mb)
+        document, strict = files.read_json(path, WHAT, max_mb)
     except files.FileError as exc:
         raise PlanError(str(exc)) from None
     if not isinstance(document, dict) or document.get('format') != FORMAT:

@@ -59,6 +59,7 @@ class ApplyLeveller(migrating.MigratingCommand):
     @common.boundary
     def take_action(self, parsed_args):
         effective = self.effective = common.settings(parsed_args, self.app)
+        self.check_files(parsed_args, effective)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
         # The windows hold the runs that plan for themselves (cron); an

@@ -71,3 +71,11 @@ class SettingColumn(columns.FormattableColumn):
 
     def machine_readable(self):
         return self._value
+
+
+class NoFileColumn(SettingColumn):
+    """A file setting that names no file (none or empty text): the table
+    says so; JSON has null."""
+
+    def human_readable(self):
+        return '(none)'

@@ -3,6 +3,7 @@
 from osc_lib.command import command
 
 from osc_leveller.cloud import measure
+from osc_leveller.core import config
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 
@@ -23,9 +24,12 @@ class ShowConfig(command.Lister):
         effective = common.settings(parsed_args, self.app)
         rows = []
         for name, value, source in effective.rows():
-            if value is None:
+            column = columns.SettingColumn
+            if value is None and config.BY_NAME[name].kind == config.FILE:
+                column = columns.NoFileColumn
+            elif value is None:
                 value = _default_query(name, effective['prometheus.profile'])
-            rows.append((name, columns.SettingColumn(value), source))
+            rows.append((name, column(value), source))
         return ('Setting', 'Value', 'Source'), rows
 
 

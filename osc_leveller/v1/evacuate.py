@@ -103,6 +103,7 @@ class EvacuateLeveller(migrating.MigratingCommand):
                 'the servers that the last drain of these hypervisors moved '
                 'away')
         effective = self.effective = common.settings(parsed_args, self.app)
+        self.check_files(parsed_args, effective)
         if parsed_args.move_back or not parsed_args.restore:
             # A restore without --move-back only enables services.
             migrating.refuse_in_window(

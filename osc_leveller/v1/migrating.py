@@ -23,6 +23,7 @@ from osc_leveller.core import runmetrics
 from osc_leveller.core import windows
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
+from osc_leveller.v1 import outputs
 from osc_leveller.v1 import runfiles
 
 COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Status', 'Duration (s)',
@@ -33,6 +34,9 @@ EXIT_REFUSED = 4  # another run holds the lock, or migrations are running
 EXIT_WINDOW = 5  # a blackout window, or outside every allowed window
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM (systemd, Kubernetes): 128 + 15, as shells say
+# The files of a run: the metrics file it replaces, then those it appends
+# to and locks.
+RUN_FILES = ('apply.metrics_file', 'apply.journal', 'apply.lock_file')
 
 
 class Refused(Exception):
@@ -89,12 +93,13 @@ class MigratingCommand(command.Lister):
     exit_code = 0
     verb = None  # apply or evacuate: the command label of its metrics
     effective = None  # the settings, once read
+    metrics_file = None  # once the run's files are checked (check_files)
     # The instant the maintenance windows are checked at.
     now = staticmethod(lambda: datetime.datetime.now(datetime.timezone.utc))
 
     def run(self, parsed_args):
         self.exit_code = 0
-        self.effective = None
+        self.effective = self.metrics_file = None
         self.record = runmetrics.Record(self.verb, time.time())
         code = EXIT_ERROR  # what the shell makes of an exception
         with _terminable() as hold:
@@ -121,21 +126,41 @@ class MigratingCommand(command.Lister):
                 self._write_metrics(parsed_args, code)
         return code
 
+    def check_files(self, parsed_args, effective):
+        """Refuse, before the journal, the lock or the cloud, a metrics
+        file that cannot be written and a file named twice (v1/outputs.py).
+
+        Without the settings (they could not be read), the flags alone.
+        """
+        named = [outputs.setting(effective, n) if effective else
+                 outputs.flag(parsed_args, n) for n in RUN_FILES]
+        outputs.check(
+            named[:1], written=named[1:],
+            read=outputs.read_files(parsed_args),
+            follow=bool(effective and effective[outputs.FOLLOW]),
+            no_stdout='the metrics file is replaced once the run has ended '
+                      'and read again by the next run',
+            makes_directory=True)
+        self.metrics_file = named[0][1]
+
     def _write_metrics(self, parsed_args, code):
-        """The metrics file of this run, if one is set; a dry run's never.
+        """The metrics file of this run, if one is set and its check passed;
+        a dry run's never.
 
         When the settings could not be read, the --metrics-file flag still
         names it, so an alert sees the run that failed on its settings.
         """
         if parsed_args.dry_run:
             return
-        path = self.effective['apply.metrics_file'] if self.effective \
-            else common.given(parsed_args, 'metrics_file')
-        if not path:
-            return
         try:
-            runfiles.write_metrics(path, self.record, code, time.time())
-        except files.FileError as exc:
+            if self.effective is None:
+                self.check_files(parsed_args, None)
+            if self.metrics_file:
+                runfiles.write_metrics(
+                    self.metrics_file, self.record, code, time.time(),
+                    follow=bool(self.effective and
+                                self.effective[outputs.FOLLOW]))
+        except (files.FileError, exceptions.CommandError) as exc:
             # The run is over: its exit code says how it went; the file's
             # own failure must not hide it.
             message = common.printable(str(exc))
@@ -177,7 +202,7 @@ def add_run_options(parser, dry_run_help):
     parser.add_argument('--dry-run', action='store_true', default=False,
                         help=dry_run_help)
     flags.add(parser, 'apply.journal', 'apply.lock_file',
-              'apply.metrics_file')
+              'apply.metrics_file', outputs.FOLLOW)
 
 
 def apply_options(effective, dry_run, **fields):

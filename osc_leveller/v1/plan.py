@@ -11,6 +11,8 @@ from osc_leveller.core import planner
 from osc_leveller.core import report as report_data
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
+from osc_leveller.v1 import outputs
 from osc_leveller.v1 import report
 
 MOVE_COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Wave', 'Gain',
@@ -20,7 +22,7 @@ LONG_COLUMNS = ('Server ID', 'Destination Host', 'Domain', 'RAM (GiB)',
 EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
 
 
-class PlanLeveller(command.Lister):
+class PlanLeveller(outputs.StdoutCommand, command.Lister):
     """Plan live migrations that even out hypervisor load, each explained"""
 
     auth_required = False  # a snapshot needs no cloud; live runs connect
@@ -32,7 +34,8 @@ class PlanLeveller(command.Lister):
         common.add_long_option(parser)
         parser.add_argument(
             '--output-file', metavar='<file>',
-            help='Save the plan to this file (format osc-leveller-plan/1)')
+            help='Save the plan to this file (format osc-leveller-plan/1); '
+                 '"-" for standard output, which then holds the plan alone')
         parser.add_argument(
             '--target-placement', metavar='<file>',
             help='Instead of balancing, plan the live migrations that take '
@@ -46,6 +49,7 @@ class PlanLeveller(command.Lister):
                  'each hypervisor would accept or reject it')
         report.add_option(parser, 'the plan, before and after, its moves '
                           'and their reasons, and what refused them,')
+        flags.add(parser, outputs.FOLLOW)
         return parser
 
     @common.boundary
@@ -57,12 +61,15 @@ class PlanLeveller(command.Lister):
         if explain is not None and target is not None:
             raise exceptions.CommandError(
                 '--explain and --target-placement do not go together')
-        if explain is not None and report_file is not None:
-            raise exceptions.CommandError(
-                '--explain and --report do not go together')
-        if report_file is not None:
-            report.check_target(report_file)
+        for option, value in (('--report', report_file),
+                              ('--output-file', output)):
+            if explain is not None and value is not None:
+                raise exceptions.CommandError(
+                    '--explain and %s do not go together' % option)
         effective = common.settings(parsed_args, self.app)
+        follow = effective[outputs.FOLLOW]
+        outputs.check([('--output-file', output), ('--report', report_file)],
+                      read=outputs.read_files(parsed_args), follow=follow)
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         options = common.planner_options(snapshot, effective, self.app)
         if explain is not None:
@@ -76,14 +83,16 @@ class PlanLeveller(command.Lister):
             plan = planner.make_plan(snapshot, options)
         elapsed = time.monotonic() - started
         if output is not None:
-            plan_mod.write(plan, output)
+            outputs.write(self.app, output, plan_mod.dumps(plan),
+                          plan_mod.WHAT, follow)
         say = common.StderrWriter(self.app)
         say(_summary(plan, elapsed, output))
         common.say_held(say, plan)
         if report_file is not None:
-            report.write(report_data.of_plan(snapshot, plan, options),
-                         report_file)
-            say('Report written to %s' % report_file)
+            outputs.write(self.app, report_file, report.render(
+                report_data.of_plan(snapshot, plan, options)), report.WHAT,
+                follow)
+            say('Report written to %s' % outputs.name(report_file))
         names = MOVE_COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
         return names, [_row(i, m, parsed_args.long)
                        for i, m in enumerate(plan.moves, start=1)]
@@ -117,7 +126,8 @@ def _row(index, move, long):
 
 
 def _summary(plan, elapsed, output_file):
-    saved = '; saved to %s' % output_file if output_file else ''
+    saved = '; saved to %s' % outputs.name(output_file) if output_file \
+        else ''
     if not plan.moves:
         return 'Nothing to do: %s (imbalance %.3f)%s' % (
             plan.note, plan.imbalance_before, saved)

@@ -8,11 +8,6 @@ command's start.
 """
 
 import datetime
-import os
-
-from osc_lib import exceptions
-
-from osc_leveller.core import files
 
 TEMPLATE = 'report.html.j2'
 WHAT = 'report file'
@@ -32,30 +27,12 @@ def add_option(parser, what):
         '--report', metavar='<file.html>',
         help='Also write %s as one self-contained HTML file: per '
              'balancing domain, each hypervisor\'s CPU, RAM and score as '
-             'bars' % what)
-
-
-def check_target(path):
-    """Refuse a report path that cannot be written, before any work."""
-    where = '--report %s' % path
-    if os.path.isdir(path):
-        raise exceptions.CommandError('%s: is a directory; give a file '
-                                      'name, such as report.html' % where)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise exceptions.CommandError('%s: the directory %s does not exist'
-                                      % (where, directory))
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise exceptions.CommandError('%s: cannot write in the directory %s'
-                                      % (where, directory))
-
-
-def write(report, path):
-    """Render report (core.report.Report) to path, in one step."""
-    files.write_atomic(path, render(report), WHAT)
+             'bars; "-" for standard output, which then holds the report '
+             'alone' % what)
 
 
 def render(report):
+    """The HTML page of report (core.report.Report)."""
     import jinja2  # only here: its import is the report's start-up cost
 
     env = jinja2.Environment(

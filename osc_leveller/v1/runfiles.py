@@ -158,20 +158,13 @@ def _open_journal(path):
     return fd
 
 
-_KINDS = ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO, 'a FIFO'),
-          (stat.S_ISSOCK, 'a socket'), (stat.S_ISCHR, 'a character device'),
-          (stat.S_ISBLK, 'a block device'))
-
-
 def _not_a_journal(st):
     """Why a file of this stat cannot be the journal, or None."""
     if stat.S_ISREG(st.st_mode) or (
             stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_NULL):
         return None
-    kind = next((what for test, what in _KINDS if test(st.st_mode)),
-                'something else')
-    return 'it is %s: the journal must be a regular file (/dev/null, or ' \
-        'an empty apply.journal, for none)' % kind
+    return 'it is %s, not a regular file (/dev/null, or an empty ' \
+        'apply.journal, for none)' % files.kind(st.st_mode)
 
 
 _DEV_NULL = os.makedev(1, 3)  # Linux's /dev/null, wherever its node is
@@ -223,7 +216,7 @@ def read_journal(path):
     return records, notes
 
 
-def write_metrics(path, record, exit_code, now):
+def write_metrics(path, record, exit_code, now, follow=False):
     """Replace the metrics file with this run's, atomically.
 
     node_exporter may read the file at any moment: the text goes to a
@@ -243,7 +236,8 @@ def write_metrics(path, record, exit_code, now):
             path, exc.strerror or exc)) from None
     # node_exporter reads *.prom only, so it skips the temporary file;
     # it runs as another user, hence 0644.
-    files.write_atomic(path, text, 'the metrics file', mode=0o644)
+    files.write_atomic(path, text, 'the metrics file', mode=0o644,
+                       follow=follow)
 
 
 def _previous(path):

@@ -13,6 +13,7 @@ from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
+from osc_leveller.v1 import outputs
 from osc_leveller.v1 import report
 
 HOST_COLUMNS = ('Hypervisor', 'Availability Zone', 'Domain', 'vCPU',
@@ -23,7 +24,7 @@ DOMAIN_COLUMNS = ('Domain', 'Hypervisors', 'Mean Score', 'Imbalance', 'Gap',
                   'Hottest', 'Coolest')  # and N+k
 
 
-class ScoreLeveller(command.Lister):
+class ScoreLeveller(outputs.StdoutCommand, command.Lister):
     """Show the load score of every hypervisor and the imbalance per domain"""
 
     auth_required = False  # a snapshot needs no cloud; live runs connect
@@ -41,24 +42,28 @@ class ScoreLeveller(command.Lister):
                  'k hypervisors be placed on the others; --headroom), '
                  'instead of one per hypervisor')
         report.add_option(parser, 'the current load')
+        flags.add(parser, outputs.FOLLOW)
         return parser
 
     @common.boundary
     def take_action(self, parsed_args):
         report_file = common.given(parsed_args, 'report')
-        if report_file is not None:
-            report.check_target(report_file)
         effective = common.settings(parsed_args, self.app)
+        outputs.check([('--report', report_file)],
+                      read=outputs.read_files(parsed_args),
+                      follow=effective[outputs.FOLLOW])
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
         state = state_mod.new_state(snapshot, common.weights(effective))
         by_model = effective['cpu_compatibility'] == config.CPU_MODEL
         if report_file is not None:
-            report.write(report_data.of_state(
-                snapshot, common.weights(effective), by_model,
-                effective['threshold'], effective['target'],
-                effective['ceiling']), report_file)
+            outputs.write(self.app, report_file, report.render(
+                report_data.of_state(
+                    snapshot, common.weights(effective), by_model,
+                    effective['threshold'], effective['target'],
+                    effective['ceiling'])), report.WHAT,
+                effective[outputs.FOLLOW])
             common.StderrWriter(self.app)('Report written to %s'
-                                          % report_file)
+                                          % outputs.name(report_file))
         usable = [h for h in snapshot.hypervisors if h.usable]
         domains = {h.name: scoring.domain_of(h, by_model) for h in usable}
         stats = scoring.domain_stats(

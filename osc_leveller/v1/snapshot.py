@@ -5,9 +5,13 @@ from osc_lib.command import command
 from osc_leveller.core import files
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import common
+from osc_leveller.v1 import flags
+from osc_leveller.v1 import outputs
+
+WHAT = 'snapshot file'
 
 
-class SnapshotLeveller(command.ShowOne):
+class SnapshotLeveller(outputs.StdoutCommand, command.ShowOne):
     """Save the live cloud's state to a snapshot file for offline planning"""
 
     auth_required = False  # connects itself, like score and plan
@@ -16,19 +20,32 @@ class SnapshotLeveller(command.ShowOne):
         parser = super().get_parser(prog_name)
         parser.add_argument(
             '--output-file', metavar='<file>', required=True,
-            help='Write the snapshot here (format osc-leveller-snapshot/1)')
+            help='Write the snapshot here (format osc-leveller-snapshot/1); '
+                 '"-" for standard output, which then holds the snapshot '
+                 'alone')
         common.add_source_options(parser, snapshot=False)
+        flags.add(parser, outputs.FOLLOW)
         return parser
 
     @common.boundary
     def take_action(self, parsed_args):
         path = common.given(parsed_args, 'output_file')
-        document = common.read_cloud(
-            self.app, common.settings(parsed_args, self.app))
+        effective = common.settings(parsed_args, self.app)
+        outputs.check([('--output-file', path)],
+                      read=outputs.read_files(parsed_args),
+                      follow=effective[outputs.FOLLOW])
+        document = common.read_cloud(self.app, effective)
         snap = snapshot_io.parse(document, origin='the cloud')
+        say = common.StderrWriter(self.app)
         if snap.source.get('note'):
-            common.StderrWriter(self.app)('Note: %s' % snap.source['note'])
-        files.write_json(path, document, 'snapshot file')
+            say('Note: %s' % snap.source['note'])
+        outputs.write(self.app, path, files.dump_json(document, WHAT, path),
+                      WHAT, effective[outputs.FOLLOW])
+        if path == outputs.STDOUT:
+            say('Snapshot of %s and %s taken at %s written to standard '
+                'output' % (common.plural(len(snap.hypervisors), 'hypervisor'),
+                            common.plural(len(snap.servers), 'server'),
+                            document['taken_at']))
         return (('File', 'Taken At', 'Hypervisors', 'Servers',
                  'Server Groups', 'Migrations'),
                 (path, document['taken_at'], len(snap.hypervisors),

@@ -38,6 +38,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import textwrap
@@ -63,13 +64,15 @@ from tests.unit import standin
 # (an error) once it passes, so the entry is removed.
 KNOWN = {}
 KINDS = ('snapshot-file', 'plan-file', 'config-file', 'clouds-yaml', 'flag',
-         'cloud-answer', 'prometheus-answer', 'target-placement-file')
+         'cloud-answer', 'prometheus-answer', 'target-placement-file',
+         'output-path')
 # Cases per kind for the default run, about 800 (under a minute on two
 # idle cores, a minute and a half on busy ones); --count scales them. A
 # kind with fewer distinct cases (flags, endpoints x faults) gives all.
 QUOTA = {'snapshot-file': 150, 'plan-file': 70, 'config-file': 120,
          'clouds-yaml': 80, 'flag': 110, 'cloud-answer': 180,
-         'prometheus-answer': 60, 'target-placement-file': 40}
+         'prometheus-answer': 60, 'target-placement-file': 40,
+         'output-path': 70}
 DIR = '{dir}'  # the case's own directory, in argv, files and expectations
 CLOUD = 'standin'
 MESSAGE_LIMIT = 2000
@@ -88,7 +91,8 @@ STALL_TIMEOUT = 0.3
 TIMEOUT = 10.0
 PROM_SETTINGS = {'retries': 0, 'profile': 'utilisation'}
 DIRECTORY = object()  # a file entry that is a directory
-FIFO = object()  # a file entry that is a named pipe
+FIFO = object()  # a file entry that is a FIFO
+SOCKET = object()  # a file entry that is a unix socket (nothing listens)
 # How deep a document nests to be "too deep" for any JSON or YAML reader.
 TOO_DEEP = 100000
 # YAML's reader, pure Python, takes seconds to fail on that; this much is
@@ -100,6 +104,12 @@ YAML_TOO_DEEP = 10000
 class Sparse:
     """A file entry of this many bytes that takes no disk space."""
     size: int
+
+
+@dataclasses.dataclass
+class Link:
+    """A file entry that is a symbolic link to target."""
+    target: str
 
 
 @dataclasses.dataclass
@@ -122,7 +132,7 @@ class Cloud:
 @dataclasses.dataclass
 class Case:
     """One bad input: argv after ``openstack --os-cloud standin``, files
-    to write first (name -> text, bytes, DIRECTORY, FIFO, Sparse, or None for
+    to write first (name -> text, bytes, DIRECTORY, Sparse, or None for
     none), the exit code the user guide documents, and what the message
     must name.
     DIR in argv, files and expect is the case's own directory."""
@@ -138,6 +148,7 @@ class Case:
     entry: dict = dataclasses.field(default_factory=dict)  # more entry keys
     secrets: tuple = ()
     memory_mb: int = None  # most the process may grow by
+    absent: tuple = ()  # paths that must not exist afterwards
 
     def __str__(self):
         return '%s: %s' % (self.kind, self.description)
@@ -781,6 +792,8 @@ _KIND_VALUES = {
                      ('a lone surrogate', '["\\ud800"]'),
                      ('an alias bomb', bomb())],
 }
+# A file name is text, and not only blanks.
+_KIND_VALUES[config.FILE] = _KIND_VALUES[config.TEXT] + [('blanks', '"  "')]
 
 
 # Settings an earlier audit found unhandled: in every corpus, each layer.
@@ -830,7 +843,8 @@ def _clouds_yaml_can_tell(key, label, text):
         return True
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return not (number and key.kind in (config.TEXT, config.LIST,
-                                        config.QUERY, config.PATTERN))
+                                        config.QUERY, config.PATTERN,
+                                        config.FILE))
 
 
 def _nested(dotted, text):
@@ -1062,11 +1076,10 @@ def journal_paths():
                           argv, expect=expect, code=code, files=dict(files),
                           cloud=cloud))
 
-    refused = ('cannot write the journal', 'the journal must be a regular '
-               'file')
+    refused = ('cannot write the journal', 'not a regular file')
     for command in (['apply', '--dry-run'], ['apply', '--batch', '1'],
                     ['evacuate', 'hv1', '--dry-run']):
-        for path, kind in ((DIR + '/fifo', 'it is a FIFO'),
+        for path, kind in ((DIR + '/fifo', 'it is a FIFO (named pipe)'),
                            (DIR + '/dir', 'it is a directory'),
                            ('/dev/full', 'it is a character device'),
                            ('/dev/zero', 'it is a character device')):
@@ -1499,6 +1512,117 @@ def gen_target_files(rng, count):
     return cases[:count]
 
 
+# Every output option: (argv before it, the option). No cloud answers
+# (Case.cloud None): a command that read it first would fail otherwise.
+OUTPUTS = (
+    (['leveller', 'plan', '--snapshot', DIR + '/snapshot.json'],
+     '--output-file'),
+    (['leveller', 'plan', '--snapshot', DIR + '/snapshot.json'], '--report'),
+    (['leveller', 'score', '--snapshot', DIR + '/snapshot.json'], '--report'),
+    (['leveller', 'snapshot'], '--output-file'),
+    (['leveller', 'apply'], '--metrics-file'),
+    (['leveller', 'apply', '--dry-run', DIR + '/plan.json'],
+     '--metrics-file'),
+    (['leveller', 'evacuate', 'hv1'], '--metrics-file'),
+)
+# Never made by a refused output: the default journal's and lock's
+# directory (HOME is the case's), the files the cases would write, those
+# named by blanks (the case's directory is the current one).
+OUTPUTS_ABSENT = (DIR + '/.local', DIR + '/nowhere.json', DIR + '/p.json',
+                  DIR + '/m.prom', DIR + '/ ', DIR + '/  ')
+
+
+def output_case(argv, expect, files=None):
+    return Case('output-path', ' '.join(argv[1:]).replace(DIR, '.'), argv,
+                expect=expect, files=files or output_files(),
+                absent=OUTPUTS_ABSENT)
+
+
+def output_files():
+    return {'snapshot.json': to_json(snapshot_doc()),
+            'plan.json': to_json(plan_doc()), 'real.json': '{}\n',
+            'fifo': FIFO, 'socket': SOCKET, 'dir': DIRECTORY,
+            'link': Link('real.json'),
+            'dangling': Link(DIR + '/nowhere.json'),
+            'to-fifo': Link(DIR + '/fifo')}
+
+
+def gen_output_paths(rng, count):
+    """What is at an output's path: refused before any work (the cloud,
+    the plan, the journal and the lock), and left as it was; one file
+    named twice; standard output where it is not; empty names. Device
+    nodes: tests/unit/test_output_paths.py, in a mount namespace."""
+    snap = DIR + '/snapshot.json'
+    files = output_files()
+    kinds = (
+        ('fifo', [], 'is a FIFO (named pipe), not a regular file'),
+        ('socket', [], 'is a socket, not a regular file'),
+        ('dir', [], 'is a directory, not a regular file'),
+        ('link', [], 'is a symbolic link to real.json; set '
+                     'output.follow_symlinks'),
+        ('dangling', [], 'is a symbolic link to %s/nowhere.json' % DIR),
+        ('to-fifo', ['--follow-symlinks'], 'is a symbolic link to '
+         '%s/fifo, a FIFO (named pipe), not a regular file' % DIR),
+    )
+    table = []
+    for command, option in OUTPUTS:
+        for name, more, what in kinds:
+            path = DIR + '/' + name
+            table.append((command + [option, path] + more,
+                          ('%s %s: %s' % (option, path, what),)))
+        table.append((command + [option, DIR + '/real.json', '--config',
+                                 DIR + '/./real.json'],
+                      ('%s %s/real.json and --config %s/./real.json are '
+                       'the same file' % (option, DIR, DIR),)))
+    plan = ['leveller', 'plan', '--snapshot', snap]
+    same = (
+        (plan + ['--output-file', snap], '--output-file', '--snapshot'),
+        (plan + ['--report', snap], '--report', '--snapshot'),
+        (plan + ['--output-file', DIR + '/p.json', '--report',
+                 DIR + '/p.json'], '--output-file', '--report'),
+        (plan + ['--report', DIR + '/link', '--output-file',
+                 DIR + '/real.json', '--follow-symlinks'], '--report',
+         '--output-file'),
+        (['leveller', 'score', '--snapshot', snap, '--report', snap],
+         '--report', '--snapshot'),
+        (['leveller', 'apply', DIR + '/plan.json', '--metrics-file',
+          DIR + '/plan.json'], '--metrics-file', 'plan file'),
+        (['leveller', 'apply', '--metrics-file', DIR + '/m.prom',
+          '--journal', DIR + '/m.prom'], '--metrics-file', '--journal'),
+        (['leveller', 'apply', '--journal', DIR + '/plan.json',
+          DIR + '/plan.json'], '--journal', 'plan file'),
+        (['leveller', 'evacuate', 'hv1', '--journal', DIR + '/j',
+          '--lock-file', DIR + '/j'], '--journal', '--lock-file'),
+        (['leveller', 'evacuate', 'hv1', '--lock-file', DIR + '/l',
+          '--metrics-file', DIR + '/l'], '--metrics-file', '--lock-file'),
+    )
+    for argv, one, two in same:
+        table.append((argv, (one, two, 'are the same file')))
+    for argv, expect in (
+            (plan + ['--output-file', '-', '--report', '-'],
+             '--output-file -, --report -: only one output can be standard '
+             'output'),
+            (['leveller', 'apply', '--metrics-file', '-'],
+             '--metrics-file -: cannot be standard output'),
+            (['leveller', 'evacuate', 'hv1', '--dry-run', '--metrics-file',
+              '-'], '--metrics-file -: cannot be standard output'),
+            (plan + ['--explain', 'hot0', '--output-file', '-'],
+             '--explain and --output-file do not go together'),
+            (['leveller', 'apply', '--metrics-file', ' '],
+             '--metrics-file: must be a file name, or empty text for none'),
+            (['leveller', 'apply', '--journal', '  '],
+             '--journal: must be a file name, or empty text for none'),
+            (['leveller', 'evacuate', 'hv1', '--lock-file', ' '],
+             '--lock-file: must be a file name, not empty'),
+            (plan + ['--report', DIR + '/real.json/r.html'],
+             'cannot write --report %s/real.json/r.html: Not a directory'
+             % DIR)):
+        table.append((argv, (expect,)))
+    rng.shuffle(table)
+    return [output_case(argv, expect, dict(files))
+            for argv, expect in table[:count]]
+
+
 GENERATORS = {
     'snapshot-file': gen_snapshot_files,
     'plan-file': gen_plan_files,
@@ -1508,6 +1632,7 @@ GENERATORS = {
     'cloud-answer': gen_cloud_answers,
     'prometheus-answer': gen_prometheus_answers,
     'target-placement-file': gen_target_files,
+    'output-path': gen_output_paths,
 }
 
 
@@ -1604,6 +1729,10 @@ def _write_files(case, directory):
             os.mkdir(path)
         elif content is FIFO:
             os.mkfifo(path)
+        elif content is SOCKET:
+            os.mknod(path, stat.S_IFSOCK | 0o600)
+        elif isinstance(content, Link):
+            os.symlink(_fill(content.target, directory), path)
         elif isinstance(content, Sparse):
             with open(path, 'wb') as f:
                 f.truncate(content.size)
@@ -1686,7 +1815,12 @@ def run_case(case, directory, raw):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('OS_')}
         env.update(HOME=directory, OS_CLIENT_CONFIG_FILE=clouds_yaml)
-        result = _run_shell(case, argv, env)
+        here = os.getcwd()
+        os.chdir(directory)  # what a case writes by a relative path stays
+        try:
+            result = _run_shell(case, argv, env)
+        finally:
+            os.chdir(here)
     finally:
         if cloud is not None:
             cloud.stop()
@@ -1696,7 +1830,27 @@ def run_case(case, directory, raw):
             cloud.prometheus_url
         expect = [url if e == 'PROMETHEUS' else e for e in expect]
     judge(result, expect)
+    result.problems += left_as_it_was(case, directory)
     return result
+
+
+def left_as_it_was(case, directory):
+    """Problems: a special file of the case that is no longer what it was
+    (a FIFO, socket, directory or link replaced by a regular file), or a
+    path of case.absent that exists."""
+    kinds = ((FIFO, stat.S_ISFIFO), (SOCKET, stat.S_ISSOCK),
+             (DIRECTORY, stat.S_ISDIR))
+    problems = []
+    for name, content in case.files.items():
+        test = stat.S_ISLNK if isinstance(content, Link) else next(
+            (test for entry, test in kinds if content is entry), None)
+        path = os.path.join(directory, name)
+        if test is not None and not (os.path.lexists(path) and test(
+                os.lstat(path).st_mode)):
+            problems.append('%s was replaced' % name)
+    problems += ['%s exists' % _fill(p, directory) for p in case.absent
+                 if os.path.lexists(_fill(p, directory))]
+    return problems
 
 
 def _run_shell(case, argv, env):

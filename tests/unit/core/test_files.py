@@ -52,7 +52,8 @@ class TestWriteAtomic(unittest.TestCase):
 
     def test_json_is_written_sorted_and_read_back_equal(self):
         document = {'b': [1, 2.5, None], 'a': {'z': 'h\u00e9', 'y': True}}
-        files.write_json(self.path, document, 'snapshot file')
+        files.write_atomic(self.path, files.dump_json(
+            document, 'snapshot file', self.path), 'snapshot file')
         with open(self.path, encoding='utf-8') as f:
             text = f.read()
         self.assertLess(text.index('"a"'), text.index('"b"'))
@@ -62,7 +63,7 @@ class TestWriteAtomic(unittest.TestCase):
 
     def test_json_that_cannot_be_written_keeps_the_old_file(self):
         with self.assertRaises(files.FileError) as ctx:
-            files.write_json(self.path, {'total': 2 ** 70}, 'snapshot file')
+            files.dump_json({'total': 2 ** 70}, 'snapshot file', self.path)
         self.assertIn('cannot write snapshot file %s: ' % self.path,
                       str(ctx.exception))
         with open(self.path) as f:
@@ -174,3 +175,113 @@ class TestSizeLimit(unittest.TestCase):
             files.read_text('/dev/zero', 'snapshot file', max_mb=1)
         self.assertEqual('snapshot file /dev/zero is over the limit of 1 MiB',
                          str(ctx.exception))
+
+
+class TestWhatIsAtThePath(unittest.TestCase):
+    """A write replaces a regular file or makes one, nothing else (the
+    device nodes themselves: tests/unit/test_output_paths.py, as root in a
+    mount namespace of its own)."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.real = self.at('real.json')
+        with open(self.real, 'w') as f:
+            f.write('the old plan\n')
+        self.fifo = self.at('fifo')
+        os.mkfifo(self.fifo)
+        self.socket = self.at('socket')
+        os.mknod(self.socket, stat.S_IFSOCK | 0o600)
+        self.link = self.at('link')
+        os.symlink('real.json', self.link)
+        self.dangling = self.at('dangling')
+        os.symlink('new.json', self.dangling)
+        self.to_fifo = self.at('to-fifo')
+        os.symlink(self.fifo, self.to_fifo)
+
+    def at(self, name):
+        return os.path.join(self.dir, name)
+
+    def refused(self, path, follow=False):
+        with self.assertRaises(files.FileError) as ctx:
+            files.write_atomic(path, 'the new plan\n', 'plan file',
+                               follow=follow)
+        return str(ctx.exception)
+
+    def test_a_regular_file_or_none_is_replaced(self):
+        for path in (self.real, self.at('new.json')):
+            files.write_atomic(path, 'the new plan\n', 'plan file')
+            with open(path) as f:
+                self.assertEqual('the new plan\n', f.read())
+
+    def test_what_is_not_a_regular_file_is_refused_and_kept(self):
+        for path, kind in ((self.fifo, 'a FIFO (named pipe)'),
+                           (self.socket, 'a socket'),
+                           (self.dir, 'a directory')):
+            with self.subTest(kind=kind):
+                before = os.lstat(path)
+                self.assertEqual('plan file %s: is %s, not a regular file'
+                                 % (path, kind), self.refused(path))
+                after = os.lstat(path)
+                self.assertEqual((before.st_ino, before.st_mode),
+                                 (after.st_ino, after.st_mode))
+        self.assertEqual(sorted(['real.json', 'fifo', 'socket', 'link',
+                                 'dangling', 'to-fifo']),
+                         sorted(os.listdir(self.dir)))  # no temporary left
+
+    def test_a_link_is_refused_unless_followed(self):
+        self.assertEqual(
+            'plan file %s: is a symbolic link to real.json; set '
+            'output.follow_symlinks (--follow-symlinks) to write through it'
+            % self.link, self.refused(self.link))
+        self.assertEqual('real.json', os.readlink(self.link))
+        files.write_atomic(self.link, 'the new plan\n', 'plan file',
+                           follow=True)
+        self.assertEqual('real.json', os.readlink(self.link))
+        with open(self.real) as f:
+            self.assertEqual('the new plan\n', f.read())
+        # A dangling link: the file it names is made.
+        self.assertIn('is a symbolic link to new.json',
+                      self.refused(self.dangling))
+        files.write_atomic(self.dangling, 'the new plan\n', 'plan file',
+                           follow=True)
+        self.assertTrue(os.path.islink(self.dangling))
+        with open(self.at('new.json')) as f:
+            self.assertEqual('the new plan\n', f.read())
+        # Followed to what is not a regular file: refused all the same.
+        self.assertEqual(
+            'plan file %s: is a symbolic link to %s, a FIFO (named pipe), '
+            'not a regular file' % (self.to_fifo, self.fifo),
+            self.refused(self.to_fifo, follow=True))
+        self.assertTrue(stat.S_ISFIFO(os.lstat(self.fifo).st_mode))
+
+    def test_what_appears_while_it_is_written_is_not_replaced(self):
+        # The path is looked at again right before the rename.
+        sync = os.fsync
+
+        def fifo_meanwhile(fd):
+            os.unlink(self.real)
+            os.mkfifo(self.real)
+            return sync(fd)
+
+        with mock.patch.object(files.os, 'fsync', fifo_meanwhile):
+            message = self.refused(self.real)
+        self.assertEqual('plan file %s: is a FIFO (named pipe), not a regular '
+                         'file' % self.real, message)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(self.real).st_mode))
+        self.assertNotIn('.tmp', ' '.join(os.listdir(self.dir)))
+
+    def test_the_same_file_by_inode_or_resolved_path(self):
+        os.link(self.real, self.at('hard.json'))
+        same = ((self.real, self.at('hard.json')),
+                (self.real, self.link),
+                (self.real, os.path.join(self.dir, '.', 'real.json')),
+                (self.at('new.json'), self.dangling),  # neither exists
+                (self.at('x.json'), os.path.join(self.dir, 'd', '..',
+                                                 'x.json')))
+        for one, two in same:
+            with self.subTest(one=one, two=two):
+                self.assertTrue(files.same_file(one, two))
+        self.assertFalse(files.same_file(self.real, self.at('new.json')))
+        self.assertFalse(files.same_file(self.real, self.fifo))

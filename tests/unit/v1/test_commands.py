@@ -270,7 +270,8 @@ class TestPlan(CommandTest):
         self.assert_command_error(plan.PlanLeveller, [
             '--snapshot', 'demo', '--output-file',
             os.path.join(self.tmp.name, 'no', 'such', 'dir.json')],
-            'cannot write plan file')
+            'the directory %s does not exist' % os.path.join(
+                self.tmp.name, 'no', 'such'))
 
     def test_nothing_to_do(self):
         _, rows = self.run_cmd(plan.PlanLeveller,
@@ -391,7 +392,8 @@ class TestSnapshot(CommandTest):
             self.assert_command_error(
                 snapshot.SnapshotLeveller,
                 ['--output-file', os.path.join(self.tmp.name, 'no', 'x')],
-                'cannot write snapshot file')
+                'the directory %s does not exist' % os.path.join(
+                    self.tmp.name, 'no'))
         bad = b.document(hyps, servers)
         bad['servers'][0]['hypervisor'] = 'hv9'
         with self.live(bad):

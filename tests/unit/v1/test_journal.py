@@ -5,8 +5,9 @@ codes of a plan with nothing to run.
 The end-to-end cases run the real ``openstack`` command in a subprocess
 against the stand-in cloud (tests/unit/standin.py). A full file system is a
 real one: an 8 KiB tmpfs mounted in a private mount namespace, which needs
-root; without root those tests skip, unless OSC_LEVELLER_REQUIRE_ROOT is set
-(CI), where they fail instead.
+root; without root those tests skip, unless OSC_LEVELLER_REQUIRE_NAMESPACE
+is set (CI, as for tests/unit/test_output_paths.py), where they fail
+instead.
 """
 
 import fcntl
@@ -40,7 +41,7 @@ from tests.unit.core import test_executor
 from tests.unit.core import test_runmetrics
 from tests.unit.v1 import test_commands
 
-REQUIRE_ROOT = 'OSC_LEVELLER_REQUIRE_ROOT'
+REQUIRE = 'OSC_LEVELLER_REQUIRE_NAMESPACE'
 MIGRATE = ('nova', 'POST', '/v2.1/servers/{id}/action')
 SERVICE = ('nova', 'PUT', '/v2.1/os-services/{id}')
 EXIT_CODE = 'openstack_leveller_last_run_exit_code'
@@ -48,14 +49,14 @@ MOVES = 'openstack_leveller_last_run_moves'
 
 
 def need_root():
-    """Root and unshare(1), or a skip; a failure when REQUIRE_ROOT is set."""
+    """Root and unshare(1), or a skip; a failure when REQUIRE is set."""
     if os.geteuid() == 0 and shutil.which('unshare'):
         return
-    if os.environ.get(REQUIRE_ROOT):
+    if os.environ.get(REQUIRE):
         raise AssertionError('%s is set, but these tests need root and '
-                             'unshare(1)' % REQUIRE_ROOT)
+                             'unshare(1)' % REQUIRE)
     raise unittest.SkipTest('needs root (a private mount namespace): set %s '
-                            'to make this a failure' % REQUIRE_ROOT)
+                            'to make this a failure' % REQUIRE)
 
 
 def openstack():
@@ -173,8 +174,8 @@ class TestJournalFile(unittest.TestCase):
         with self.assertRaises(executor.JournalError) as caught:
             self.journal(path)
         error = caught.exception
-        self.assertEqual('cannot write the journal %s: it is %s: the journal '
-                         'must be a regular file (/dev/null, or an empty '
+        self.assertEqual('cannot write the journal %s: it is %s, not a '
+                         'regular file (/dev/null, or an empty '
                          'apply.journal, for none)' % (path, kind),
                          str(error))
 
@@ -183,7 +184,7 @@ class TestJournalFile(unittest.TestCase):
         fifo = os.path.join(self.tmp, 'fifo')
         os.mkfifo(fifo)
         # Opened, a FIFO without a reader would block: refused at once.
-        opened = threading.Thread(target=self.refused, args=(fifo, 'a FIFO'),
+        opened = threading.Thread(target=self.refused, args=(fifo, 'a FIFO (named pipe)'),
                                   daemon=True)
         opened.start()
         opened.join(10)
@@ -194,7 +195,7 @@ class TestJournalFile(unittest.TestCase):
         self.refused(os.path.join(self.tmp, 'socket'), 'a socket')
         link = os.path.join(self.tmp, 'to-fifo')
         os.symlink(fifo, link)
-        self.refused(link, 'a FIFO')
+        self.refused(link, 'a FIFO (named pipe)')
 
     def test_devices_but_dev_null(self):
         if os.geteuid() != 0:
@@ -586,9 +587,8 @@ class TestFullFileSystem(unittest.TestCase):
             '--journal', '/dev/full', '--metrics-file', self.prom)
         self.assertEqual(1, code, err)
         self.assertEqual('cannot write the journal /dev/full: it is a '
-                         'character device: the journal must be a regular '
-                         'file (/dev/null, or an empty apply.journal, for '
-                         'none)\n', err)
+                         'character device, not a regular file (/dev/null, '
+                         'or an empty apply.journal, for none)\n', err)
         self.assertEqual(0, self.live.cloud.counts[MIGRATE])
         code, out, err, _ = self.in_namespace(
             dev, 'apply', '--batch', '1', '--journal', '/dev/null',

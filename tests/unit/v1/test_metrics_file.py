@@ -5,6 +5,7 @@ import stat
 
 from osc_lib import exceptions
 
+from osc_leveller.core import files
 from osc_leveller.core import runmetrics
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import runfiles
@@ -99,12 +100,22 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
         self.assertEqual(apply_cmd.EXIT_DONE, code, err)
         self.assertFalse(os.path.exists(self.textfiles))
 
-    def test_an_unwritable_file_does_not_hide_the_run(self):
-        os.makedirs(self.path)  # a directory where the file should be
+    def test_a_file_that_cannot_be_written_does_not_hide_the_run(self):
+        # Checked before the run; a directory put there during the run is
+        # refused when the file is written, and the run's code stands.
+        migrate = self.nova.live_migrate
+
+        def live_migrate(*args, **kw):
+            os.makedirs(self.path, exist_ok=True)
+            return migrate(*args, **kw)
+
+        self.nova.live_migrate = live_migrate
         code, out, err = self.apply(['--batch', '1', '--metrics-file',
                                      self.path])
         self.assertEqual(apply_cmd.EXIT_DONE, code)
-        self.assertIn('Cannot write the metrics file %s' % self.path, err)
+        self.assertIn('The metrics file %s: is a directory, not a regular '
+                      'file' % self.path, err)
+        self.assertTrue(os.path.isdir(self.path))
         self.assertEqual(['leveller.prom'], os.listdir(self.textfiles))
 
     def test_a_directory_in_its_place_leaves_no_file_open(self):
@@ -114,13 +125,86 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
             self.assertEqual('', runfiles._previous(self.path))
         self.assertEqual(before, len(os.listdir('/proc/self/fd')))
 
-    def test_a_fifo_in_its_place_does_not_hang_the_run(self):
+    def test_what_is_not_a_regular_file_is_refused_before_the_run(self):
         os.makedirs(self.textfiles)
-        os.mkfifo(self.path)
+        journal = self.clouds_yaml['apply']['journal']
+        lock = self.clouds_yaml['apply']['lock_file']
+        make = {'a FIFO (named pipe)': os.mkfifo,
+                'a directory': os.mkdir,
+                'a socket': lambda p: os.mknod(p, stat.S_IFSOCK | 0o600)}
+        commands = {
+            'apply': lambda: self.apply(['--batch', '1', '--metrics-file',
+                                         self.path]),
+            'evacuate': lambda: test_commands.TestEvacuate.evacuate(
+                self, ['hv1', '--metrics-file', self.path])}
+        for kind, how in make.items():
+            for name, command in commands.items():
+                with self.subTest(kind=kind, command=name):
+                    how(self.path)
+                    error = self.assertRaises(exceptions.CommandError,
+                                              command)
+                    self.assertEqual('--metrics-file %s: is %s, not a '
+                                     'regular file' % (self.path, kind),
+                                     str(error))
+                    # Nothing else was written: not even a second line
+                    # about the metrics file.
+                    self.assertNotIn('metrics file', self.app.stderr
+                                     .getvalue())
+                    mode = os.lstat(self.path).st_mode
+                    self.assertEqual(kind, files.kind(mode))
+                    if stat.S_ISDIR(mode):
+                        os.rmdir(self.path)
+                    else:
+                        os.unlink(self.path)
+        # Before the cloud, the journal and the lock.
+        self.assertEqual(0, self.nova.snapshots)
+        self.assertEqual([], self.nova.calls)
+        self.assertFalse(os.path.exists(journal))
+        self.assertFalse(os.path.exists(lock))
+
+    def test_a_link_is_written_through_only_when_so_set(self):
+        os.makedirs(self.textfiles)
+        real = os.path.join(self.tmp.name, 'real.prom')
+        os.symlink(real, self.path)
+        error = self.assertRaises(exceptions.CommandError, self.apply, [
+            '--batch', '1', '--metrics-file', self.path])
+        self.assertEqual(
+            '--metrics-file %s: is a symbolic link to %s; set '
+            'output.follow_symlinks (--follow-symlinks) to write through it'
+            % (self.path, real), str(error))
+        self.assertFalse(os.path.exists(real))
+        self.clouds_yaml['output'] = {'follow_symlinks': True}
         code, out, err = self.apply(['--batch', '1', '--metrics-file',
                                      self.path])
         self.assertEqual(apply_cmd.EXIT_DONE, code, err)
-        self.assertTrue(stat.S_ISREG(os.stat(self.path).st_mode))
+        self.assertEqual(real, os.readlink(self.path))
+        self.assertEqual(0, self.value('last_run_exit_code'))  # via the link
+
+    def test_the_same_file_as_the_journal_is_refused(self):
+        journal = self.clouds_yaml['apply']['journal']
+        error = self.assertRaises(exceptions.CommandError, self.apply, [
+            '--metrics-file', journal])
+        self.assertEqual(
+            '--metrics-file %s and apply.journal (clouds.yaml (devcloud)) %s '
+            'are the same file: give each its own' % (journal, journal),
+            str(error))
+        self.assertFalse(os.path.exists(journal))
+
+    def test_empty_is_none_and_overrides_the_setting(self):
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.tmp.name)  # where a file named by blanks would go
+        self.clouds_yaml['apply']['metrics_file'] = self.path
+        code, out, err = self.apply(['--batch', '1', '--metrics-file', ''])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertFalse(os.path.exists(self.textfiles))
+        error = self.assertRaises(exceptions.CommandError, self.apply, [
+            '--metrics-file', '  '])
+        self.assertEqual("--metrics-file: must be a file name, or empty text "
+                         "for none (got '  ')", str(error))
+        self.assertNotIn('  ', os.listdir('.'))
+        error = self.assertRaises(exceptions.CommandError, self.apply, [
+            '--metrics-file', '-'])
+        self.assertIn('--metrics-file -: cannot be standard output', str(error))
 
     def test_evacuate_reports_as_evacuate(self):
         evacuate = test_commands.TestEvacuate.evacuate
