@@ -51,6 +51,25 @@ def no_spare():
     return b.snapshot(hyps, servers, groups=[group])
 
 
+def anti_affine(policy='anti-affinity'):
+    """X (40 GiB), Y and S are in one server group. Lose hv1 and X fits
+    only on hv2: hv3 and hv4 lack the room, and host Y and S. S is hot
+    on hv4 and may go to hv2 alone; hv2 has the RAM for S and X both, so
+    only the group's policy tells whether X could still go there."""
+    group = {'id': 'g1', 'name': 'db', 'policy': policy,
+             'members': ['id-X', 'id-Y', 'id-S']}
+    hyps = [b.hypervisor('hv%d' % i, ram_gb=64, vcpus=16)
+            for i in (1, 2, 3, 4)]
+    servers = [b.server('X', 'hv1', ram_gb=40, cpu=0.1, server_groups=['g1']),
+               b.server('d', 'hv2', ram_gb=8, cpu=0.1),
+               b.server('Y', 'hv3', ram_gb=8, cpu=0.1, server_groups=['g1']),
+               b.server('Z3', 'hv3', ram_gb=40, cpu=0.1),
+               b.server('S', 'hv4', ram_gb=8, vcpus=8, cpu=0.9,
+                        server_groups=['g1']),
+               b.server('Z4', 'hv4', ram_gb=40, vcpus=8, cpu=0.9)]
+    return b.snapshot(hyps, servers, groups=[group])
+
+
 def replayed(snapshot, plan):
     state = state_mod.new_state(snapshot)
     for move in plan.moves:
@@ -158,6 +177,42 @@ class TestKeepNPlusOne(unittest.TestCase):
         for found in headroom.of_domains(snapshot, state, rules):
             if lost[found.domain].ok:
                 self.assertTrue(found.ok, found.reason())
+
+    def test_the_guard_keeps_hard_anti_affinity(self):
+        """S joining hv2 leaves the room X needs there, but X and S may
+        not share a hypervisor: losing hv1 would leave X nowhere. Only
+        the Guard's own group check sees it (capacity does not)."""
+        snapshot = anti_affine()
+        plan, after = self.plan(snapshot, keep=False)
+        self.assertEqual([('S', 'hv2')], [(m.server_name, m.destination)
+                                          for m in plan.moves])
+        self.assertEqual(['no: losing hv1, 1 server fit nowhere: X (on hv2, '
+                          'X: anti-affinity group db: hv2 already hosts S)'],
+                         after)
+        state, rules = kept(snapshot)
+        guard = n_plus_one.guard_of(state, rules)
+        self.assertEqual(set(), guard.exempt)
+        self.assertEqual(
+            'would break N+1: losing hv1, 1 server fit nowhere: X (on hv2, '
+            'X: anti-affinity group db: hv2 already hosts S)',
+            guard.why_not(snapshot.server('id-S'), snapshot.hypervisor(
+                'hv2')))
+        plan, after = self.plan(snapshot, keep=True)
+        self.assertNotIn(('S', 'hv2'), [(m.server_name, m.destination)
+                                        for m in plan.moves])
+        self.assertEqual(['yes'], after)
+
+    def test_soft_anti_affinity_does_not_hold_a_rebuild(self):
+        """The same cloud with a soft policy: a rebuild may put X beside
+        S, so the move keeps N+1."""
+        snapshot = anti_affine('soft-anti-affinity')
+        state, rules = kept(snapshot)
+        self.assertIsNone(n_plus_one.guard_of(state, rules).why_not(
+            snapshot.server('id-S'), snapshot.hypervisor('hv2')))
+        plan, after = self.plan(snapshot, keep=True)
+        self.assertEqual([('S', 'hv2')], [(m.server_name, m.destination)
+                                          for m in plan.moves])
+        self.assertEqual(['yes'], after)
 
     def test_moves_made_without_asking_repack_their_domain(self):
         snapshot = tight()
