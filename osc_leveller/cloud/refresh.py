@@ -253,8 +253,11 @@ class _Reader:
     def servers_on(self, name):
         """{server id: Nova's server} of the servers on a hypervisor."""
         with collect.reading('Nova GET /servers/detail?node=%s' % name):
+            # Nova matches node as a regular expression, anywhere in the
+            # name: hv1 brings hv10's servers too.
             return {s['id']: s for s in collect.servers(
-                self.conn.compute, self.version, self.retries, node=name)}
+                self.conn.compute, self.version, self.retries, node=name)
+                if s.get(document_mod.NODE) == name}
 
     def server(self, server_id):
         url = '/servers/%s' % server_id

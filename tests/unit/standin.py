@@ -1442,7 +1442,9 @@ class StandIn:
             return not (
                 project and server['project_id'] != project or
                 host and self._server_host(server) != host or
-                node and server['hypervisor'] != node or
+                # Nova's node filter is a regular expression (not among
+                # the exact filters of its instance query): hv1 finds hv10.
+                node and not re.search(node, server['hypervisor']) or
                 status and server['status'] != status.upper() or
                 name and not re.search(name, server['name']))
         return keep

@@ -79,6 +79,34 @@ class TestRefresh(unittest.TestCase):
                              comparable(refreshed, {'id-web1'}))
             self.assertEqual([], sim.errors)
 
+    def test_hv1_is_read_again_not_hv10(self):
+        """Nova matches hypervisor_hostname_pattern, and the node filter
+        of the server list, anywhere in a name (SQL LIKE, a regular
+        expression): asked for hv1 it answers hv10 and hv11 too, here
+        listed before hv1. The re-read keeps hv1's own, and a server that
+        left hv1 for hv10 (which no re-read covers) is where Nova has it."""
+        document = cloud(hosts=11)
+        document['hypervisors'].reverse()
+        with standin.StandIn(document) as sim:
+            acts = actions.Actions(sim.connection())
+            acts.snapshot()
+            acts.live_migrate('id-hot1', 'cmp-hv2')
+            acts.live_migrate('id-hot2', 'cmp-hv10')
+            refreshed = acts.snapshot(moves=[move('web1', 'hv1', 'hv2')])
+            whole = actions.Actions(sim.connection())
+            whole.snapshot()
+            self.assertEqual([], sim.errors)
+        self.assertEqual('hv10', refreshed.server('id-hot2').hypervisor)
+        self.assertEqual({'hot0', 'hot3', 'hot4', 'hot5', 'web1'},
+                         {s.name for s in refreshed.servers_on('hv1')})
+        expected = comparable(whole.document, {'id-web1'})
+        found = comparable(acts.document, {'id-web1'})
+        self.assertEqual(expected['servers'], found['servers'])
+        self.assertEqual(
+            [h for h in expected['hypervisors'] if h['name'] in ('hv1',
+                                                                 'hv2')],
+            [h for h in found['hypervisors'] if h['name'] in ('hv1', 'hv2')])
+
     def test_measured_load_is_read_again_for_the_touched_hosts(self):
         # kolla-ansible's labels: instance is Nova's host_ip and a port.
         hosts = {'192.0.2.%d:9100' % (i + 1): 0.1 * i for i in range(1, 5)}
