@@ -176,6 +176,44 @@ class TestHostMatching(unittest.TestCase):
         self.assertEqual(('hv01', 'host_ip 2001:db8::11'), matcher.place(
             {'instance': '[2001:db8:0::11]:9100'}))
 
+    def test_a_name_that_begins_another_names_only_itself(self):
+        """hv1 and hv10, by each method (10.0.1.1 begins 10.0.1.10 too):
+        every hypervisor gets its own target's figures. Once hv1 is gone
+        from Nova, its target (still scraped) names no hypervisor."""
+        refs = [hostmatch.HostRef('%s.example.net' % name, name,
+                                  '10.0.1.%s' % name[2:])
+                for name in ('hv1', 'hv10', 'hv11')]
+        names = [ref.name for ref in refs]
+        # (target of a hypervisor, how the reading says it matched)
+        ways = {
+            'instance': (lambda ref: uname('%s:9100' % ref.host),
+                         'instance %s'),
+            'host_ip': (lambda ref: uname('%s:9100' % ref.ip),
+                        'host_ip 10.0.1.%s'),
+            'label': (lambda ref: uname('192.0.2.%s:9100' % ref.host[2:],
+                                        hostname=ref.host), 'hostname=%s'),
+            'nodename': (lambda ref: uname('192.0.2.%s:9100' % ref.host[2:],
+                                           nodename=ref.host),
+                         'nodename %s')}
+        for method, (target, how) in ways.items():
+            with self.subTest(method=method):
+                client = FakeClient(node_answers(
+                    [target(ref) for ref in refs], cpu=[.1, .5, .9]))
+                reading = measure.Reader(client).read(refs, {})
+                self.assertEqual([.1, .5, .9],
+                                 [reading.hosts[n]['cpu'] for n in names])
+                self.assertEqual({ref.name: how % (
+                    ref.host[2:] if method == 'host_ip' else ref.host)
+                    for ref in refs}, reading.matched)
+                self.assertEqual([], reading.notes)
+                client = FakeClient(node_answers(
+                    [target(ref) for ref in refs], cpu=[.1, .5, .9]))
+                reading = measure.Reader(client).read(refs[1:], {})
+                self.assertEqual({names[1]: .5, names[2]: .9}, {
+                    n: figures['cpu']
+                    for n, figures in reading.hosts.items()})
+                self.assertEqual([], reading.notes)
+
     def test_hosts_without_series_and_strangers(self):
         # A controller's node_exporter names no hypervisor: not a note.
         targets = [uname('10.0.0.11:9100'), uname('10.0.0.99:9100',
