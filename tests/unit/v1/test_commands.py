@@ -911,6 +911,45 @@ class TestEvacuate(SimulatedNovaTest):
         self.assertEqual(['start', 'enable-service', 'end'],
                          [e['event'] for e in self.journal()[-3:]])
 
+    def test_the_hosts_named_are_the_hosts_drained(self):
+        """hv1 beside hv10 and hv11 (az2): draining and restoring hv1
+        touch neither; hv10's servers, drained first, do not come back to
+        hv1; and once hv1 is gone from Nova its name drains nothing."""
+        hyps, servers = test_executor.hot_cloud()
+        hyps += [b.hypervisor('hv10', az='az2'),
+                 b.hypervisor('hv11', az='az2')]
+        servers += [b.server('ten%d' % i, 'hv10', vcpus=4, ram_gb=12)
+                    for i in range(2)]
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        code, rows, err = self.evacuate(['hv10', '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual({'ten0', 'ten1'}, {r['Server'] for r in rows})
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual({'web%d' % i for i in range(8)},
+                         {r['Server'] for r in rows})
+        code, rows, err = self.evacuate(['hv1', '--restore', '--move-back',
+                                         '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertEqual({('web%d' % i, 'done') for i in range(8)},
+                         {(r['Server'], r['Status']) for r in rows})
+        where = {s['name']: s['hypervisor'] for s in self.nova.servers.values()}
+        self.assertEqual({'hv11'}, {where['ten0'], where['ten1']})
+        self.assertEqual(
+            {'hv1': 'enabled', 'hv10': 'disabled', 'hv11': 'enabled'},
+            {h['name']: h['service']['status'] for h in self.nova.hyps
+             if h['name'] in ('hv1', 'hv10', 'hv11')})
+        # hv1 taken out of Nova (and hv11 replaced by hv20): its name is
+        # no other hypervisor's, though it begins hv10's alone.
+        self.nova = test_executor.FakeNova(
+            [h for h in hyps if h['name'] not in ('hv1', 'hv11')] + [
+                b.hypervisor('hv20', az='az2')],
+            [s for s in servers if s['hypervisor'] != 'hv1'], polls=1)
+        error = self.assertRaises(exceptions.CommandError, self.evacuate,
+                                  ['hv1', '-f', 'json'])
+        self.assertIn('hv1: no such hypervisor or compute host', str(error))
+        self.assertEqual([], self.nova.calls)
+
     def test_waits_use_the_commands_clock(self):
         # A migration out of hv1 that never ends: the drain waits for it
         # on its own clock, then refuses, without sleeping for real.
