@@ -1,5 +1,6 @@
 import unittest
 
+from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
@@ -118,3 +119,63 @@ class TestPlanDrain(unittest.TestCase):
         self.assertRegex(result.no_headroom[0][1],
                          r'^losing hv[23], \d servers fit nowhere: .*'
                          r'MEMORY_MB full')
+
+
+def busy_neighbour(hv2_cpu):
+    return b.snapshot(*busy_neighbour_cloud(hv2_cpu))
+
+
+def busy_neighbour_cloud(hv2_cpu):
+    """hv1 to drain: live (8 vCPUs, all busy) and a stopped server; hv2
+    has hv2_cpu of its 32 threads busy; hv3 has no RAM left for live."""
+    hyps = [b.hypervisor('hv1', cpu=0.5, ram=0.5),
+            b.hypervisor('hv2', cpu=hv2_cpu, ram=0.2),
+            b.hypervisor('hv3', cpu=0.1, ram=0.9, ram_gb=64)]
+    servers = [b.server('live', 'hv1', vcpus=8, ram_gb=32, cpu=1.0),
+               b.server('stopped', 'hv1', status='SHUTOFF'),
+               b.server('full', 'hv3', vcpus=2, ram_gb=60, cpu=0.1)]
+    return hyps, servers
+
+
+class TestSaturation(unittest.TestCase):
+    """A drain, cold or not, sends no server where the servers would ask
+    for more CPU than the hypervisor has threads, when planned and when
+    each move is checked again."""
+
+    def test_planned_live_or_cold(self):
+        # 25.6 threads busy on hv2, and live asks for 8 more.
+        snap = busy_neighbour(0.8)
+        for cold in (False, True):
+            with self.subTest(cold=cold):
+                result = drain.plan_drain(snap, ['hv1'],
+                                          opts.PlannerOptions(),
+                                          cold_migrate_stopped=cold)
+                self.assertEqual(
+                    [('live', 'no hypervisor accepts it: CPU would be '
+                      'saturated (1 hypervisor); MEMORY_MB full (1 '
+                      'hypervisor)')],
+                    [(s.name, why) for s, why in result.unplaced])
+                self.assertEqual([('stopped', 'hv2')] if cold else [], [
+                    (m.server_name, m.destination) for m in result.moves])
+
+    def test_checked_again_live_or_cold(self):
+        """Planned with 22.4 threads busy on hv2; by the time the move
+        starts, 25.6 are."""
+        options = opts.PlannerOptions()
+        for cold in (False, True):
+            with self.subTest(cold=cold):
+                planned = drain.plan_drain(busy_neighbour(0.7), ['hv1'],
+                                           options, cold_migrate_stopped=cold)
+                move = next(m for m in planned.moves
+                            if m.server_name == 'live')
+                self.assertEqual('hv2', move.destination)
+                now = busy_neighbour(0.8)
+                self.assertEqual(
+                    'hv2: CPU would be saturated: its servers would ask for '
+                    '33.6 of its 32 threads (25.6 before this server)',
+                    checks.drain(cold)(move, now, state_mod.new_state(now),
+                                       filters.Rules(now, options)))
+                now = busy_neighbour(0.7)
+                self.assertIsNone(checks.drain(cold)(
+                    move, now, state_mod.new_state(now),
+                    filters.Rules(now, options)))

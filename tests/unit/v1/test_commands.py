@@ -28,6 +28,7 @@ from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
+from tests.unit.core import test_drain
 from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_runmetrics
 from tests.unit.core import test_executor
@@ -910,6 +911,34 @@ class TestEvacuate(SimulatedNovaTest):
         code, rows, err = self.evacuate(['hv1', '--restore'])
         self.assertEqual(['start', 'enable-service', 'end'],
                          [e['event'] for e in self.journal()[-3:]])
+
+    def test_a_cold_drain_checks_saturation_again(self):
+        """Planned with 22.4 of hv2's 32 threads busy, big (idle) and live
+        (8 threads) go there and the stopped server to hv3, one at a time.
+        By the time live's move starts hv2 has 25.6 busy: it is skipped;
+        the stopped server still goes, cold."""
+        hyps, servers = test_drain.busy_neighbour_cloud(0.7)
+        servers.append(b.server('big', 'hv1', ram_gb=40, cpu=0.0))
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        read = self.nova.snapshot
+
+        def busier(moves=None):
+            if moves is not None:  # the re-read before a later move
+                self.nova.hyps[1]['metrics']['cpu'] = 0.8
+            return read(moves)
+        self.nova.snapshot = busier
+        code, rows, err = self.evacuate(['hv1', '--cold-migrate-stopped',
+                                         '--max-parallel', '1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_LEFT, code, err)
+        found = {r['Server']: (r['To'], r['Status']) for r in rows}
+        self.assertEqual({'big': ('hv2', 'done'), 'live': ('hv2', 'skipped'),
+                          'stopped': ('hv3', 'done')}, found)
+        self.assertEqual('hv2: CPU would be saturated: its servers would '
+                         'ask for 33.6 of its 32 threads (25.6 before this '
+                         'server)', next(r['Reason'] for r in rows
+                                         if r['Server'] == 'live'))
+        self.assertEqual('hv1', self.nova.servers['id-live']['hypervisor'])
+        self.assertEqual('hv3', self.nova.servers['id-stopped']['hypervisor'])
 
     def test_the_hosts_named_are_the_hosts_drained(self):
         """hv1 beside hv10 and hv11 (az2): draining and restoring hv1
