@@ -33,6 +33,7 @@ from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_runmetrics
 from tests.unit.core import test_executor
 from tests.unit.core import test_planner
+from tests.unit.v1 import test_run_lock
 
 UTC = datetime.timezone.utc
 
@@ -635,6 +636,33 @@ class TestApply(SimulatedNovaTest):
         self.assertIn('Refused: another leveller run holds the lock', err)
         self.assertIn('(process %d)' % os.getpid(), err)
         self.assertEqual([], self.nova.calls)
+
+    def test_the_lock_is_held_for_the_whole_run(self):
+        """A second run (another process) is refused while this one reads
+        the cloud and while it migrates; it gets the lock once this one
+        has ended. The same for evacuate."""
+        path = os.path.join(self.tmp.name, 'apply.lock')
+        seen = []
+
+        def watched(call):
+            def during(*args, **kwargs):
+                if call.__name__ not in dict(seen):  # the first of each
+                    seen.append((call.__name__,
+                                 test_run_lock.second_run(path)))
+                return call(*args, **kwargs)
+            return during
+        self.nova.snapshot = watched(self.nova.snapshot)
+        self.nova.live_migrate = watched(self.nova.live_migrate)
+        held = (False, 'another leveller run holds the lock %s (process %d)'
+                % (path, os.getpid()))
+        for run in (lambda: self.apply(['--batch', '1']),
+                    lambda: self.evacuate(['hv1', '--max-parallel', '1', '-f',
+                                           'json'])):
+            del seen[:]
+            self.assertEqual(0, run()[0])
+            self.assertEqual([('snapshot', held), ('live_migrate', held)],
+                             seen)
+            self.assertEqual((True, ''), test_run_lock.second_run(path))
 
     def test_running_migrations_refuse(self):
         self.nova.migrations.append({
