@@ -356,7 +356,8 @@ class TestPathProperties(unittest.TestCase):
 class TestApplyingAPath(unittest.TestCase):
     """The executor runs a placement plan: a parked server moves twice."""
 
-    def run_path(self, check):
+    def run_path(self, check, since=None):
+        """since(nova): what changes in the cloud once the path is found."""
         from tests.unit.core import test_executor as te
         hyps = hosts(3)
         servers = [b.server('a', 'hv1', ram_gb=24),
@@ -366,6 +367,8 @@ class TestApplyingAPath(unittest.TestCase):
         options = opts.PlannerOptions(ceiling=100.0, now=te.NOW)
         path = paths.find_path(nova.snapshot(), {'id-a': 'hv2',
                                                  'id-b': 'hv1'}, options)
+        if since:
+            since(nova)
         clock = te.Clock()
         results = executor.Executor(
             nova, options, executor.ApplyOptions(poll_interval=1.0),
@@ -380,6 +383,32 @@ class TestApplyingAPath(unittest.TestCase):
         self.assertEqual('hv1', nova.servers['id-b']['hypervisor'])
         self.assertEqual([('id-a', []), ('id-b', []), ('id-a', [])],
                          nova.started)  # one at a time: each needs the last
+
+    def test_the_availability_zones_are_checked_again(self):
+        """Each move is checked again against the zones as they are now:
+        hv1 put in another zone, or a server pinned to another zone, since
+        the path was found. Nothing moves."""
+        def hv1_elsewhere(nova):
+            nova.hyps[0]['availability_zone'] = 'az2'
+
+        def a_pinned(nova):
+            nova.servers['id-a']['pinned_availability_zone'] = 'az3'
+        for since, why in (
+                (hv1_elsewhere, [
+                    ('a', 'hv3: availability zone az1 differs from the '
+                          'server\'s az2'),
+                    ('b', 'hv1: availability zone az2 differs from the '
+                          'server\'s az1')]),
+                (a_pinned, [
+                    ('a', 'hv3: server is pinned to availability zone az3, '
+                          'hypervisor is in az1')])):
+            with self.subTest(since.__name__):
+                nova, results = self.run_path(checks.placement, since)
+                self.assertEqual([executor.SKIPPED] * 3,
+                                 [r.status for r in results])
+                self.assertEqual(why, [(r.move.server_name, r.reason)
+                                       for r in results[:len(why)]])
+                self.assertEqual([], nova.started)
 
     def test_a_balancing_check_would_refuse_the_parking_move(self):
         nova, results = self.run_path(None)
