@@ -420,6 +420,32 @@ class TestServers(unittest.TestCase):
                       'migration): the series on Nova\'s hypervisor is used',
                       reading.info)
 
+    def test_a_live_migration_between_hv1_and_hv10(self):
+        """Debian's layout: the exporters on a monitoring network
+        (127.0.1.1 and 127.0.1.10, one beginning the other), node targets
+        placed by nodename, libvirt series by the node target at their
+        address. s1 has left hv10 for hv1, s2 is on hv1 only."""
+        refs = [hostmatch.HostRef(name, name, ip) for name, ip in (
+            ('hv1', '10.0.0.1'), ('hv10', '10.0.0.10'))]
+        targets = [uname('127.0.1.1:9100', nodename='hv1'),
+                   uname('127.0.1.10:9100', nodename='hv10')]
+        client = FakeClient(node_answers(targets) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [
+                (libvirt_sample('127.0.1.10:9177', 'libvirt', 'instance-1',
+                                instance_id='s1'), 0.2),
+                (libvirt_sample('127.0.1.1:9177', 'libvirt', 'instance-1',
+                                instance_id='s1'), 0.9),
+                (libvirt_sample('127.0.1.1:9177', 'libvirt', 'instance-2',
+                                instance_id='s2'), 0.4)])],
+            names=['libvirt_domain_openstack_info'])
+        reading = measure.Reader(client).read(refs, {'s1': 'hv1',
+                                                     's2': 'hv1'})
+        self.assertEqual({'hv1': 'nodename hv1', 'hv10': 'nodename hv10'},
+                         reading.matched)
+        self.assertEqual({'s1': {'cpu': 0.9}, 's2': {'cpu': 0.4}},
+                         reading.servers)
+        self.assertEqual([], reading.notes)
+
     def test_series_of_deleted_servers_are_ignored(self):
         client = FakeClient(node_answers(KOLLA) + [
             ('libvirtd_domain_cpu_time', [
