@@ -397,7 +397,12 @@ class TestSignals(unittest.TestCase):
             process = subprocess.Popen(
                 live.argv('apply', '--journal', journal, '--metrics-file',
                           prom, '-f', 'json'),
-                env=live.env, stdout=subprocess.PIPE, stderr=err, text=True)
+                env=live.env, stdout=subprocess.PIPE, stderr=err, text=True,
+                # A runner started in the background ignores SIGINT, and
+                # so would the child: Python then never raises
+                # KeyboardInterrupt. Ctrl-C's default, as in a terminal.
+                preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                 signal.SIG_DFL))
         self.addCleanup(lambda: process.poll() is None and process.kill())
         deadline = time.monotonic() + 60
         while 'web0 hv1 -> hv2: migrating' not in open(err_path).read():
