@@ -6,6 +6,7 @@ from osc_lib import exceptions
 
 from osc_leveller.core import checks
 from osc_leveller.core import executor
+from osc_leveller.core import guard
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
@@ -65,7 +66,8 @@ class ApplyLeveller(migrating.MigratingCommand):
             'the windows hold apply without a plan file only')
         return migrating.guarded(
             self.app, effective, lambda actions, journal: self._apply(
-                parsed_args, effective, plan, actions, journal))
+                parsed_args, effective, plan, actions, journal),
+            last_plausible=self.previous_plausible())
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)
@@ -79,13 +81,16 @@ class ApplyLeveller(migrating.MigratingCommand):
                 max_parallel=effective['apply.max_parallel'])
         migrating.refuse_if_running(snapshot, options, journal)
         if plan is None:
-            plan = planner.make_plan(snapshot, options)
+            findings = self.examine(snapshot, options)
+            plan = planner.make_plan(snapshot, options, guard.held(findings))
             if not plan.moves:
                 say('Nothing to do: %s (imbalance %.3f)' % (
                     plan.note, plan.imbalance_before))
                 common.say_held(say, plan)
                 journal('end', reason='nothing to do', exit_code=EXIT_DONE)
                 return COLUMNS, []
+            # Where other domains have moves, those held still say why.
+            common.say_held(say, plan, only={f.domain for f in findings})
         elif plan.fingerprint != plan_mod.fingerprint(snapshot):
             say('The cloud changed since the plan was made: each move is '
                 'checked again before it runs')

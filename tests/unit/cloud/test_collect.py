@@ -667,7 +667,7 @@ class FakeReader:
         self.started = threading.Event()  # read() was called
         self.ended = []  # what each read() ended with
 
-    def read(self, refs, servers):
+    def read(self, refs, servers, guard=True):
         # As measure.Reader: the servers may come as a callable, called
         # after the queries (here: none).
         self.started.set()

@@ -70,8 +70,9 @@ class CommandTest(base.TestCommand):
             'osc_leveller.v1.common',
             connection=mock.Mock(leveller_section=connection.leveller_section,
                                  open_connection=mock.Mock()),
-            measure=mock.Mock(
-                reader_from_settings=self.prometheus_settings.append),
+            measure=mock.Mock(reader_from_settings=(
+                lambda settings, **guard: self.prometheus_settings.append(
+                    settings))),
             collect=mock.Mock(CollectError=collect.CollectError, Collector=(
                 lambda conn, **kw: mock.Mock(collect=lambda: document))))
 
