@@ -465,6 +465,9 @@ def add_metrics(document, reading):
         document['lasting'] = reading.lasting
     if reading.guard is not None:
         document['guard'] = reading.guard
+    elif reading.unreachable:  # every hypervisor's metrics lost at once
+        document['guard'] = {'unreachable': reading.unreachable,
+                             'hypervisors': {}}
     if reading.forecast_hosts or reading.forecast_servers:
         document['forecast'] = dataclasses.asdict(reading.forecast)
     elif reading.forecast:

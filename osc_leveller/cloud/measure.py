@@ -76,6 +76,7 @@ class Reading:
     forecast_servers: dict = dataclasses.field(default_factory=dict)
     # What the guard checks the metrics with: a snapshot's guard section.
     guard: dict = None
+    read_at: float = None  # when the first query went out (the epoch)
 
     def host(self, name):
         """A host's figures as a snapshot writes them (lasting and
@@ -136,7 +137,7 @@ class Reader:
         that shows a wrong URL or query is a PrometheusError. guard: ask
         the guard's query too (a re-check's read does not need it).
         """
-        reading = Reading()
+        reading = Reading(read_at=time.time())
         try:
             matcher = self._match(hypervisors, reading)
             self._hosts(matcher, hypervisors, reading)
@@ -362,16 +363,18 @@ class Reader:
         note: the read goes on without them."""
         names = {ref.name for ref in hypervisors}
         reference = self.reference
-        offset = int(round(time.time() - reference.time)) \
+        # In milliseconds: the figures of then are the ones a run saw then.
+        offset = int(round((time.time() - reference.time) * 1000)) \
             if reference else 0
         reading.guard = {
             'reference': snapshot_io.format_time(reference.time)
             if offset > 0 else None,
             'reference_from': reference.source if offset > 0 else None,
+            'read_at': reading.read_at,
             'window': float(config.seconds(self.window)),
             'hypervisors': {}}
         parts = self._guard_parts(reading.profiles, offset)
-        if not parts or reading.identity is None:
+        if not parts:
             return
         query = ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
             expression, GUARD_LABEL, part) for part, expression in parts)
@@ -385,10 +388,10 @@ class Reader:
         seen = collections.defaultdict(list)  # (part, name): [value]
         for labels, value in samples:
             part = labels.get(GUARD_LABEL)
-            if part == 'servers_before':
-                name = matcher.locate(labels)
-            else:
-                name = self._host_of(matcher, labels)
+            # Figures of then may be of a target gone since: placed by
+            # their own labels, as a libvirt exporter's are.
+            name = self._host_of(matcher, labels) if part in (
+                'cpus', 'memory') else matcher.locate(labels)
             if name in names and math.isfinite(value) and value >= 0:
                 seen[part, name].append(value)
         reading.guard['hypervisors'] = _facts(
@@ -402,7 +405,7 @@ class Reader:
             parts += [('cpus', self._render(CPUS)), ('memory', MEMORY)]
         if offset > 0:
             def then(promql):
-                return 'last_over_time((%s)[1s:1s] offset %ds)' % (
+                return 'last_over_time((%s)[100ms:100ms] offset %dms)' % (
                     promql, offset)
             for metric in HOST_METRICS:
                 if metric in self.queries:

@@ -15,7 +15,8 @@ what the snapshot's ``guard`` facts say (cloud/measure.py reads them):
 ``coverage_drop``
     the share of the domain's hypervisors with metrics, or the number of
     its servers with CPU series of their own, fell by ``guard.coverage_drop``
-    or more since the reference time.
+    or more since the reference time; or Prometheus did not answer at all
+    (every hypervisor would be scored from allocations at once).
 ``load_jump``
     more than half of the domain's hypervisors moved their CPU, or their
     RAM, the same way by more than ``guard.load_jump`` since the reference
@@ -111,6 +112,7 @@ def examine(snapshot, hosts, limits, by_model=True):
         domains[scoring.domain_of(hyp, by_model)].append(hyp)
     findings = []
     for domain, hyps in sorted(domains.items()):
+        hyps.sort(key=lambda h: h.name)
         for check in CHECKS:
             if check in limits.checks:
                 why = _CHECKS[check](snapshot, hyps, facts, limits)
@@ -219,6 +221,8 @@ def _measured(hyp):
 
 
 def _coverage(snapshot, hyps, facts, limits):
+    if facts.unreachable:
+        return 'no hypervisor has metrics: %s' % facts.unreachable
     if facts.reference is None:
         return None
     then = [h for h in hyps if (_facts(facts, h) or _NO_HOST).before]

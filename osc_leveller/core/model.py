@@ -304,8 +304,10 @@ class GuardFacts:
 
     reference: float = None  # seconds since the epoch
     reference_from: str = ''  # 'metrics_file' or 'since'
+    read_at: float = None  # when Prometheus was asked: a later reference
     window: float = 0.0  # seconds of rate()'s window in the queries
     hypervisors: types.MappingProxyType = _empty()  # name -> HostFacts
+    unreachable: str = ''  # why Prometheus gave no answer, if it did not
 
 
 @dataclasses.dataclass(frozen=True)

@@ -219,13 +219,15 @@ def _guard(data, names):
         before = raw.get('before')
         facts[name] = model.HostFacts(**dict(
             raw, before=model.HostMetrics(**before) if before else None))
-    reference = data.get('reference')
+    reference, read_at = data.get('reference'), data.get('read_at')
     return model.GuardFacts(
         reference=parse_time(reference, 'guard.reference') if reference
         else None,
+        read_at=float(read_at) if read_at is not None else None,
         reference_from=data.get('reference_from') or '',
         window=float(data.get('window') or 0.0),
-        hypervisors=model.frozen_mapping(facts))
+        hypervisors=model.frozen_mapping(facts),
+        unreachable=data.get('unreachable') or '')
 
 
 def _find_bad_server(servers, names):
@@ -419,9 +421,11 @@ def guard_doc(guard):
         'reference': format_time(guard.reference)
         if guard.reference is not None else None,
         'reference_from': guard.reference_from or None,
+        'read_at': guard.read_at,
         'window': guard.window,
         'hypervisors': {name: _facts_doc(f)
-                        for name, f in guard.hypervisors.items()}}
+                        for name, f in guard.hypervisors.items()},
+        'unreachable': guard.unreachable or None}
 
 
 def _facts_doc(facts):

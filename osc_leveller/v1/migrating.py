@@ -91,7 +91,9 @@ class MigratingCommand(command.Lister):
         for the metrics file."""
         findings = common.examine(snapshot, self.effective, options,
                                   self.app)
-        self.record.examined(findings, snapshot.taken_at)
+        guard = snapshot.guard
+        self.record.examined(findings, guard.read_at if guard and
+                             guard.read_at else snapshot.taken_at)
         return findings
 
     def _write_metrics(self, parsed_args, code):

@@ -739,10 +739,11 @@ class TestGuardQuery(unittest.TestCase):
         client = self.client()
         reading = self.read(client)
         [query] = [q for q in client.asked if measure.GUARD_LABEL in q]
-        self.assertIn('offset 600s', query)
+        self.assertRegex(query, r'\[100ms:100ms\] offset 6000[0-9]{2}ms')
         self.assertIn('count by (instance, job, hostname) '
                       '(node_cpu_seconds_total{mode="idle"})', query)
         self.assertEqual(guard.SINCE, reading.guard['reference_from'])
+        self.assertAlmostEqual(time.time(), reading.guard['read_at'], -1)
         self.assertEqual(60.0, reading.guard['window'])
         self.assertEqual({
             'hv01.example.net': {'cpus': 32, 'memory_mb': 131072.0,
