@@ -392,8 +392,11 @@ class Reader:
             # their own labels, as a libvirt exporter's are.
             name = self._host_of(matcher, labels) if part in (
                 'cpus', 'memory') else matcher.locate(labels)
-            if name in names and math.isfinite(value) and value >= 0:
-                seen[part, name].append(value)
+            if name in names:
+                # A value that cannot be one is kept as such: known
+                # there, and saying nothing.
+                seen[part, name].append(
+                    value if math.isfinite(value) and value >= 0 else None)
         reading.guard['hypervisors'] = _facts(
             seen, names, dict(parts), offset > 0 and any(
                 p == 'servers_before' for p, _ in parts))
@@ -448,7 +451,8 @@ def _facts(seen, names, asked, before):
         cpus, memory = one('cpus', name), one('memory', name)
         if cpus is not None:
             entry['cpus'] = int(min(round(cpus), MOST))
-        elif memory is not None and some_cpus and 'cpus' in asked:
+        elif memory is not None and some_cpus and 'cpus' in asked and \
+                ('cpus', name) not in seen:
             entry['cpus'] = 0  # its node_exporter is there, its CPUs not
         if memory is not None:
             entry['memory_mb'] = min(memory / MIB, MOST)
