@@ -376,8 +376,7 @@ class Reader:
         parts = self._guard_parts(reading.profiles, offset)
         if not parts:
             return
-        query = ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
-            expression, GUARD_LABEL, part) for part, expression in parts)
+        query = self.guard_query(reading.profiles, offset)
         try:
             samples = self.client.query(query)
         except prometheus.PrometheusError as exc:
@@ -400,6 +399,15 @@ class Reader:
         reading.guard['hypervisors'] = _facts(
             seen, names, dict(parts), offset > 0 and any(
                 p == 'servers_before' for p, _ in parts))
+
+    def guard_query(self, profiles, offset):
+        """The guard's one query, its parts told apart by GUARD_LABEL:
+        for these libvirt profiles, the figures of offset milliseconds ago
+        (0: none); None when there is nothing to ask."""
+        return ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
+            expression, GUARD_LABEL, part)
+            for part, expression in self._guard_parts(profiles, offset)) \
+            or None
 
     def _guard_parts(self, profiles, offset):
         """[(part, PromQL)] of the guard's query."""
