@@ -311,15 +311,10 @@ def say_held(say, plan, only=None):
     and per domain with no N+1 to keep (keep_n_plus_one). only: these
     domains' Held lines alone."""
     for domain in plan.domains:
-        if only is not None:
-            if domain['domain'] in only and domain.get('held'):
-                say('Held: %s (imbalance %.3f): %s' % (
-                    domain['domain'], domain['after'], domain['held']))
-            continue
-        if domain.get('held'):
+        if domain.get('held') and (only is None or domain['domain'] in only):
             say('Held: %s (imbalance %.3f): %s' % (
                 domain['domain'], domain['after'], domain['held']))
-        if domain.get('n_plus_one'):
+        if domain.get('n_plus_one') and only is None:
             say('N+1: %s had none when planning started (%s): its moves '
                 'keep the other hypervisors\' losses absorbed' % (
                     domain['domain'], domain['n_plus_one']))
