@@ -135,6 +135,19 @@ class TestCoverageDrop(unittest.TestCase):
         self.assertIn('3 servers have CPU series of their own, 7 had at',
                       found.why)
 
+    def test_prometheus_not_answering_holds_every_domain(self):
+        doc = cloud()
+        for hyp in doc['hypervisors']:
+            hyp['metrics'] = None
+        doc['guard'] = {'unreachable': 'Prometheus at http://p answered '
+                        'HTTP 503', 'hypervisors': {}}
+        found = examine(doc)
+        self.assertEqual([(AZ1, 'coverage_drop'), (AZ2, 'coverage_drop')],
+                         [(f.domain, f.check) for f in found])
+        self.assertEqual('no hypervisor has metrics: Prometheus at http://p '
+                         'answered HTTP 503', found[0].why)
+        self.assertFalse(guard.plausible(found))
+
     def test_nothing_to_compare_with(self):
         doc = cloud()
         doc['guard']['reference'] = None
