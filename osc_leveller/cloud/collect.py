@@ -214,9 +214,9 @@ class Collector:
         self.host_ips = {}
         self.last_reading = None  # (monotonic time, measure.Reading)
 
-    def read(self, refs, servers):
+    def read(self, refs, servers, guard=True):
         """The metrics reader's Reading, remembered with its time."""
-        reading = self.metrics.read(refs, servers)
+        reading = self.metrics.read(refs, servers, guard)
         self.last_reading = (time.monotonic(), reading)
         return reading
 
@@ -463,6 +463,11 @@ def add_metrics(document, reading):
             server['usage'] = reading.server(server['id'])
     if reading.lasting_hosts or reading.lasting_servers:
         document['lasting'] = reading.lasting
+    if reading.guard is not None:
+        document['guard'] = reading.guard
+    elif reading.unreachable:  # every hypervisor's metrics lost at once
+        document['guard'] = {'unreachable': reading.unreachable,
+                             'hypervisors': {}}
     if reading.forecast_hosts or reading.forecast_servers:
         document['forecast'] = dataclasses.asdict(reading.forecast)
     elif reading.forecast:

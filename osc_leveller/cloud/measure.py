@@ -6,8 +6,11 @@ One reading asks Prometheus, in this order:
    node_exporter target, to place each target on a hypervisor
    (hostmatch.Matcher);
 2. the host queries, aggregated by target;
-3. which libvirt exporter is there (metric names, one or two requests),
-   then its server queries.
+3. which libvirt exporter is there (metric names, one or two requests);
+4. the guard's one query (core/guard.py): what node_exporter shows of each
+   hypervisor's size, and, at the guard's reference time, its CPU and RAM
+   and its servers with series of their own;
+5. the server queries.
 
 Whatever cannot be matched is said, never guessed: a hypervisor without
 series is scored from Placement allocations, a server without series gets a
@@ -18,6 +21,7 @@ the coverage that ``openstack leveller metrics check`` shows.
 import collections
 import dataclasses
 import math
+import time
 import urllib.parse
 
 from osc_leveller.cloud import hostmatch
@@ -25,6 +29,7 @@ from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import config
 from osc_leveller.core import model
+from osc_leveller.core import snapshot as snapshot_io
 
 # {window}: the rate() window; {label}: the labels that tell targets apart.
 HOST_QUERIES = {
@@ -40,6 +45,12 @@ PRESSURE = ('cpu_pressure', 'ram_pressure')
 IDENTITY = ('node_uname_info', 'node_memory_MemTotal_bytes')
 RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
 DAY = 86400
+# The guard's query: its parts, told apart by this label's value.
+GUARD_LABEL = 'leveller_guard'
+CPUS = 'count by ({label}) (node_cpu_seconds_total{{mode="idle"}})'
+MEMORY = 'node_memory_MemTotal_bytes'
+MIB = 2 ** 20
+MOST = 2 ** 53  # a figure beyond this is written as this
 
 
 @dataclasses.dataclass
@@ -63,6 +74,9 @@ class Reading:
     forecast: object = None
     forecast_hosts: dict = dataclasses.field(default_factory=dict)
     forecast_servers: dict = dataclasses.field(default_factory=dict)
+    # What the guard checks the metrics with: a snapshot's guard section.
+    guard: dict = None
+    read_at: float = None  # when the first query went out (the epoch)
 
     def host(self, name):
         """A host's figures as a snapshot writes them (lasting and
@@ -91,7 +105,7 @@ class Reader:
     def __init__(self, client, queries=None, server_queries=None,
                  window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
                  host_match=hostmatch.METHODS, server_profile='auto',
-                 lasting='', forecast=None):
+                 lasting='', forecast=None, capacity=True, reference=None):
         self.client = client
         self.queries = dict(HOST_QUERIES if queries is None else queries)
         self.server_queries = {m: q for m, q in
@@ -103,22 +117,27 @@ class Reader:
         self.server_profile = server_profile
         self.lasting = lasting
         self.forecast = forecast  # a model.Forecast, or None
+        # For the guard: ask what node_exporter shows of each hypervisor's
+        # size; the core.guard.Reference to compare with, or None.
+        self.capacity = capacity
+        self.reference = reference
 
     def _render(self, template):
         label = ', '.join(['instance', 'job'] + (
             [self.host_label] if self.host_label else []))
         return template.format(window=self.window, label=label)
 
-    def read(self, hypervisors, servers):
+    def read(self, hypervisors, servers, guard=True):
         """A Reading for hypervisors ([hostmatch.HostRef]) and servers
         ({server id: the hypervisor Nova has it on}, or a callable giving
         it: it is called once, after the last query, so the queries can go
         out while Nova's servers are still being listed).
 
         Prometheus not answering gives a Reading that says so; an answer
-        that shows a wrong URL or query is a PrometheusError.
+        that shows a wrong URL or query is a PrometheusError. guard: ask
+        the guard's query too (a re-check's read does not need it).
         """
-        reading = Reading()
+        reading = Reading(read_at=time.time())
         try:
             matcher = self._match(hypervisors, reading)
             self._hosts(matcher, hypervisors, reading)
@@ -130,6 +149,9 @@ class Reader:
                 reading.forecast = self.forecast
                 reading.forecast_hosts = self._other_hosts(
                     matcher, reading, self._ahead)
+            reading.profiles = self._profiles()
+            if guard:
+                self._guard(matcher, hypervisors, reading)
             self._servers(matcher, servers, reading)
         except prometheus.Unreachable as exc:
             return Reading(unreachable=str(exc))
@@ -272,8 +294,8 @@ class Reader:
             value for _, value in self.client.query(libvirt.KUMINA_CHECK)))
 
     def _servers(self, matcher, servers, reading):
-        reading.profiles = self._profiles()
         found = collections.defaultdict(list)  # (id, metric): [(where, x)]
+        above = {}  # id: a CPU above its vCPUs, for the guard
         lasted = collections.defaultdict(list)
         ahead = collections.defaultdict(list)
         for profile in reading.profiles:
@@ -291,8 +313,12 @@ class Reader:
                         if uuid and fraction is not None:
                             into[uuid, metric].append(
                                 (matcher.locate(labels), fraction))
+                        elif uuid and into is found and metric == 'cpu' \
+                                and value > 1.0 and math.isfinite(value):
+                            above[uuid] = max(above.get(uuid, 0.0), value)
         if callable(servers):
             servers = servers()
+        self._busiest(above, servers, reading)
         # A server's series on the hypervisor Nova has it on: since it
         # arrived there, what it has kept up. On past days, the one
         # series it had wherever it was.
@@ -329,6 +355,126 @@ class Reader:
                 'series of %d servers Nova does not list (deleted, or of '
                 'another region or cell) are ignored' % len(
                     reading.strangers))
+
+    # ------------------------------------------------------------ guard
+    def _guard(self, matcher, hypervisors, reading):
+        """The guard's facts of each hypervisor (reading.guard), from one
+        query whose parts a label tells apart. Prometheus failing it is a
+        note: the read goes on without them."""
+        names = {ref.name for ref in hypervisors}
+        reference = self.reference
+        # In milliseconds: the figures of then are the ones a run saw then.
+        offset = int(round((time.time() - reference.time) * 1000)) \
+            if reference else 0
+        reading.guard = {
+            'reference': snapshot_io.format_time(reference.time)
+            if offset > 0 else None,
+            'reference_from': reference.source if offset > 0 else None,
+            'read_at': reading.read_at,
+            'window': float(config.seconds(self.window)),
+            'hypervisors': {}}
+        parts = self._guard_parts(reading.profiles, offset)
+        if not parts:
+            return
+        query = self.guard_query(reading.profiles, offset)
+        try:
+            samples = self.client.query(query)
+        except prometheus.PrometheusError as exc:
+            reading.notes.append('the guard\'s query failed (%s): sizes and '
+                                 'changes since the last run not checked' %
+                                 exc)
+            return
+        seen = collections.defaultdict(list)  # (part, name): [value]
+        for labels, value in samples:
+            part = labels.get(GUARD_LABEL)
+            # Figures of then may be of a target gone since: placed by
+            # their own labels, as a libvirt exporter's are.
+            name = self._host_of(matcher, labels) if part in (
+                'cpus', 'memory') else matcher.locate(labels)
+            if name in names:
+                # A value that cannot be one is kept as such: known
+                # there, and saying nothing.
+                seen[part, name].append(
+                    value if math.isfinite(value) and value >= 0 else None)
+        reading.guard['hypervisors'] = _facts(
+            seen, names, dict(parts), offset > 0 and any(
+                p == 'servers_before' for p, _ in parts))
+
+    def guard_query(self, profiles, offset):
+        """The guard's one query, its parts told apart by GUARD_LABEL:
+        for these libvirt profiles, the figures of offset milliseconds ago
+        (0: none); None when there is nothing to ask."""
+        return ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
+            expression, GUARD_LABEL, part)
+            for part, expression in self._guard_parts(profiles, offset)) \
+            or None
+
+    def _guard_parts(self, profiles, offset):
+        """[(part, PromQL)] of the guard's query."""
+        parts = []
+        if self.capacity:
+            parts += [('cpus', self._render(CPUS)), ('memory', MEMORY)]
+        if offset > 0:
+            def then(promql):
+                return 'last_over_time((%s)[100ms:100ms] offset %dms)' % (
+                    promql, offset)
+            for metric in HOST_METRICS:
+                if metric in self.queries:
+                    parts.append(('%s_before' % metric, then(self._render(
+                        self.queries[metric]))))
+            for profile in profiles:
+                if profile.queries.get('cpu'):
+                    parts.append(('servers_before', 'count by (instance, '
+                                  'job) (%s)' % then(profile.queries[
+                                      'cpu'].format(window=self.window))))
+        return parts
+
+    def _busiest(self, above, servers, reading):
+        """The server read furthest above its vCPUs, per hypervisor."""
+        if reading.guard is None:
+            return
+        facts = reading.guard['hypervisors']
+        for uuid, value in sorted(above.items()):
+            name = servers.get(uuid)
+            if name is None:
+                continue
+            entry = facts.setdefault(name, {})
+            if value > entry.get('busiest_cpu', 0.0):
+                entry.update(busiest_server=uuid,
+                             busiest_cpu=min(value, MOST))
+
+
+def _facts(seen, names, asked, before):
+    """{hypervisor: its facts} in a snapshot's form, from the guard's
+    answer {(part, name): [values]}; a part with two series for one
+    hypervisor says nothing of it. before: the servers' count was asked."""
+    def one(part, name):
+        values = seen.get((part, name), ())
+        return values[0] if len(values) == 1 else None
+
+    some_cpus = any(part == 'cpus' for part, _ in seen)
+    facts = {}
+    for name in sorted(names):
+        entry = {}
+        cpus, memory = one('cpus', name), one('memory', name)
+        if cpus is not None:
+            entry['cpus'] = int(min(round(cpus), MOST))
+        elif memory is not None and some_cpus and 'cpus' in asked and \
+                ('cpus', name) not in seen:
+            entry['cpus'] = 0  # its node_exporter is there, its CPUs not
+        if memory is not None:
+            entry['memory_mb'] = min(memory / MIB, MOST)
+        cpu, ram = (_fraction(value) if value is not None else None
+                    for value in (one('cpu_before', name),
+                                  one('ram_before', name)))
+        if cpu is not None and ram is not None:
+            entry['before'] = {'cpu': cpu, 'ram': ram}
+        if before:
+            entry['servers_before'] = int(min(round(
+                one('servers_before', name) or 0.0), MOST))
+        if entry:
+            facts[name] = entry
+    return facts
 
 
 def _one(series, hypervisor):
@@ -367,10 +513,11 @@ PROFILES = {
 }
 
 
-def reader_from_settings(settings):
+def reader_from_settings(settings, capacity=True, reference=None):
     """A Reader from the effective ``prometheus`` settings, or None.
 
-    settings: core.config.Settings.section('prometheus'). Credentials in the
+    settings: core.config.Settings.section('prometheus'); capacity and
+    reference: what the guard asks (Reader). Credentials in the
     URL (https://user:pass@host) move into basic auth, so the URL that
     messages show carries none.
     """
@@ -398,6 +545,7 @@ def reader_from_settings(settings):
                   host_match=settings.get('host_match', hostmatch.METHODS),
                   server_profile=settings.get('server_profile', 'auto'),
                   lasting=settings.get('lasting') or '',
+                  capacity=capacity, reference=reference,
                   forecast=model.Forecast(
                       settings.get('forecast_ahead') or '1h',
                       settings['forecast_days'],

@@ -167,7 +167,8 @@ def _measure(document, collector, names):
         refs = collect.host_refs(document, collector.host_ips)
         try:
             reading = collector.read(refs, {
-                s['id']: s['hypervisor'] for s in document['servers']})
+                s['id']: s['hypervisor'] for s in document['servers']},
+                guard=False)  # a re-check plans nothing
         except prometheus.PrometheusError as exc:
             raise collect.CollectError(str(exc)) from exc
     document['hypervisors'] = [

@@ -42,6 +42,9 @@ PLACEHOLDERS = ('window', 'label')
 # and whose libvirt series give server load (cloud/libvirt.py).
 HOST_MATCH = ('label', 'instance', 'host_ip', 'nodename')
 SERVER_PROFILES = ('auto', 'inovex', 'tinkoff', 'kumina', 'vexxhost', 'none')
+# The guard's checks of implausible metrics (core/guard.py), also the
+# reasons the metrics file gives.
+GUARD_CHECKS = ('capacity', 'coverage_drop', 'load_jump', 'impossible_load')
 # Beyond this a number means nothing here, and an int would not fit a float.
 MAX_NUMBER = 2 ** 53
 # user:password@ after a scheme, to the last @ (a password may hold one).
@@ -330,6 +333,31 @@ KEYS = (
         help='PromQL for server %s, by label uuid or instance_id '
              '(replaces server_profile)' % m.replace('_', ' '))
     for m in ('cpu', 'ram', 'cpu_steal')
+) + (
+    # The guard against implausible metrics (core/guard.py).
+    Key('guard.checks', LIST, GUARD_CHECKS, choices=GUARD_CHECKS,
+        help='Which checks of the measured load hold a balancing domain '
+             'when its metrics cannot be true (empty: none): capacity, '
+             'coverage_drop, load_jump, impossible_load'),
+    Key('guard.capacity_tolerance', FLOAT, 0.25, minimum=0, maximum=1,
+        help='How far node_exporter\'s CPU count and memory may be from '
+             'Placement\'s totals, as a share of the larger (0.25: 48 CPUs '
+             'against 64 pass, 32 do not); none at all never passes'),
+    Key('guard.coverage_drop', FLOAT, 0.2, minimum=0, above=True,
+        maximum=1,
+        help='Share of a domain\'s hypervisors, or of its running servers, '
+             'that may lose their metrics since the reference'),
+    Key('guard.load_jump', FLOAT, 0.4, minimum=0, above=True, maximum=1,
+        help='How far the CPU or RAM of more than half of a domain\'s '
+             'hypervisors may move, all one way, since the reference'),
+    Key('guard.impossible_load', FLOAT, 0.1, minimum=0,
+        help='How far above its vCPUs a server\'s CPU may read, and its '
+             'servers\' CPU above what its hypervisor reads busy, as a '
+             'share of the vCPUs or of the hypervisor\'s CPUs'),
+    Key('guard.since', DURATION, '1h',
+        help='The reference when no metrics file keeps one (plan, runs '
+             'without --metrics-file): Prometheus\' figures this long ago '
+             '(a Prometheus duration; empty: no reference then)'),
 ) + (
     Key('windows.time_zone', TIME_ZONE, 'UTC',
         help='IANA time zone of the windows (a window may name its own: '

@@ -282,6 +282,35 @@ class Forecast:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostFacts:
+    """What a hypervisor's exporters say beyond its load, for the guard
+    against implausible metrics (core/guard.py); None where not known."""
+
+    cpus: int = None  # CPUs its node_exporter shows (0: none at all)
+    memory_mb: float = None  # its node_exporter's MemTotal
+    # Its CPU and RAM at the guard's reference time; None: none then.
+    before: HostMetrics = None
+    servers_before: int = None  # servers with their own CPU series then
+    # The server whose CPU read furthest above its vCPUs, and that CPU as
+    # a fraction of them (above 1), if any did.
+    busiest_server: str = None
+    busiest_cpu: float = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardFacts:
+    """The guard's view of a snapshot's metrics: each hypervisor's facts,
+    and the time ``before`` figures are from (None: nothing to compare)."""
+
+    reference: float = None  # seconds since the epoch
+    reference_from: str = ''  # 'metrics_file' or 'since'
+    read_at: float = None  # when Prometheus was asked: a later reference
+    window: float = 0.0  # seconds of rate()'s window in the queries
+    hypervisors: types.MappingProxyType = _empty()  # name -> HostFacts
+    unreachable: str = ''  # why Prometheus gave no answer, if it did not
+
+
+@dataclasses.dataclass(frozen=True)
 class Snapshot:
     """The whole cloud as the planner sees it at one moment."""
 
@@ -294,6 +323,7 @@ class Snapshot:
     # The period the metrics' lasting figures cover ('3h'), or ''.
     lasting: str = ''
     forecast: Forecast = None
+    guard: GuardFacts = None  # what the guard checks the metrics with
 
     def __post_init__(self):
         by_name = {h.name: h for h in self.hypervisors}

@@ -17,7 +17,8 @@ time:
 
 A snapshot read with lasting figures is planned on the load that lasted
 (core/lasting.py), and a domain above the threshold only for the moment is
-left alone, saying so.
+left alone, saying so. So is a domain whose metrics the guard finds
+implausible (core/guard.py: held, its reason given).
 
 A domain's best candidate is taken only if it pays for itself: it takes
 off at least min_drop of the domain's imbalance, plus min_drop_per_gb for
@@ -51,7 +52,10 @@ TARGET_SHARE = 0.9
 
 
 class Planner:
-    def __init__(self, snapshot, options):
+    def __init__(self, snapshot, options, held=None):
+        """held: {domain: why} of the domains the guard holds (core/guard.py
+        held()): nothing is planned there."""
+        self.guarded = dict(held or {})
         self.measured = snapshot
         snapshot = self.snapshot = forecast.planned(snapshot)
         self.options = options.validate()
@@ -86,7 +90,8 @@ class Planner:
                   if len(hosts) > 1}
         domains = [objective.Domain(name, hosts, self.state)
                    for name, hosts in sorted(groups.items())]
-        active = [d for d in domains if d.std() >= self.options.threshold]
+        above = [d for d in domains if d.std() >= self.options.threshold]
+        active = [d for d in above if d.name not in self.guarded]
         moves = []
         waves = plan_mod.Waves()
         best = {d.name: self._best(d) for d in active}
@@ -122,9 +127,10 @@ class Planner:
             for d in active if best[d.name] is None and d.name not in
             limited and d.std() >= self.options.threshold}
         held_back.update(self._momentary(before))
+        held_back.update(self.guarded)
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
-                              note=self._note(before, active, moves),
+                              note=self._note(before, above, moves),
                               held=held_back, lost=self._lost(groups))
 
     def _lost(self, groups):
@@ -239,6 +245,9 @@ class Planner:
             return ('imbalance is below the threshold %g in every domain '
                     '(highest: %.3f in %s)' % (self.options.threshold,
                                                worst.imbalance, worst.domain))
+        if all(d.name in self.guarded for d in active):
+            return 'implausible metrics hold every domain above the ' \
+                'threshold (see the Held lines)'
         if self.options.max_moves == 0:
             return '--max-moves is 0'
         return 'no move passes the filters and gains at least %g' % \
@@ -357,5 +366,5 @@ def target_of(threshold, target):
     return threshold * TARGET_SHARE if target is None else target
 
 
-def make_plan(snapshot, options):
-    return Planner(snapshot, options).plan()
+def make_plan(snapshot, options, held=None):
+    return Planner(snapshot, options, held).plan()

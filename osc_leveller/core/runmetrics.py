@@ -10,6 +10,10 @@ Labels stay few and bounded: the command, a move's status and a short
 reason class from a fixed list, and the balancing domain. Never a server,
 a host or a message: a new series per server would grow Prometheus'
 index with every run.
+
+The file also keeps when a run last found the metrics plausible
+(core/guard.py): the next run compares Prometheus' figures of then with
+now's, so it is kept from the previous file while the guard holds.
 """
 
 import dataclasses
@@ -18,6 +22,7 @@ import re
 
 from osc_leveller.core import config
 from osc_leveller.core import executor
+from osc_leveller.core import guard
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
@@ -101,6 +106,25 @@ class Record:
     # The hypervisors the imbalance covers: those in service after the run
     # (None: the usable ones of the first read).
     hosts: tuple = None
+    # The guard's findings (guard.Finding) on the run's read; when it
+    # found the metrics plausible, that read's time, else None; and the
+    # previous file's last plausible run, kept until one is.
+    implausible: list = dataclasses.field(default_factory=list)
+    plausible_at: float = None
+    previous_plausible: float = None
+
+    def examined(self, findings, taken_at):
+        """The guard's findings on the run's read of the cloud, whose
+        figures are of taken_at."""
+        self.implausible = list(findings)
+        self.plausible_at = taken_at if guard.plausible(findings) else None
+
+    @property
+    def last_plausible(self):
+        """When a run last found the metrics plausible, or None."""
+        if self.plausible_at is not None:
+            return self.plausible_at
+        return self.previous_plausible
 
     def read(self, snapshot, options, hosts=None):
         """The run's first read of the cloud, and the hypervisors whose
@@ -187,6 +211,20 @@ def exposition(record, exit_code, now, last_success):
          'done',
          [(dict(command, domain=d), a) for d, _, a in domains]),
     ]
+    families += [
+        ('last_run_implausible_metrics',
+         'Balancing domains whose metrics the last run found implausible, '
+         'by the check that found it (apply: no move planned there; '
+         'evacuate: destinations there from Placement allocations)',
+         [(dict(command, domain=f.domain, reason=f.check), 1)
+          for f in record.implausible]),
+        ('last_plausible_timestamp_seconds',
+         'When a run last found the metrics plausible, seconds since the '
+         'epoch: the next run compares with Prometheus\' figures of then '
+         '(kept from the previous file while the guard holds)',
+         [(command, record.last_plausible)]
+         if record.last_plausible is not None else []),
+    ]
     lines = []
     for name, help_text, samples in families:
         lines.append('# HELP %s%s %s' % (PREFIX, name, help_text))
@@ -212,9 +250,15 @@ def _number(value):
     return repr(float(value))
 
 
-_SUCCESS = re.compile(
-    r'^%slast_success_timestamp_seconds\{command="([a-z]+)"\} '
-    r'([0-9]+(?:\.[0-9]+)?(?:e\+?[0-9]+)?)$' % PREFIX, re.MULTILINE)
+def _sample(family):
+    return re.compile(
+        r'^%s%s\{command="([a-z]+)"\} '
+        r'([0-9]+(?:\.[0-9]+)?(?:e\+?[0-9]+)?)$' % (PREFIX, family),
+        re.MULTILINE)
+
+
+_SUCCESS = _sample('last_success_timestamp_seconds')
+_PLAUSIBLE = _sample('last_plausible_timestamp_seconds')
 
 
 def last_success(text, command, now):
@@ -224,8 +268,18 @@ def last_success(text, command, now):
     written it): only one strict sample line counts, its value a finite
     time not after now; anything else means no success known.
     """
+    return _last(_SUCCESS, text, command, now)
+
+
+def last_plausible(text, command, now):
+    """When the previous file says a run of command last found the
+    metrics plausible, or None; read as strictly as last_success."""
+    return _last(_PLAUSIBLE, text, command, now)
+
+
+def _last(sample, text, command, now):
     found = None
-    for name, value in _SUCCESS.findall(text[:MAX_PREVIOUS]):
+    for name, value in sample.findall(text[:MAX_PREVIOUS]):
         if name != command:
             continue
         try:

@@ -205,7 +205,29 @@ def _build(doc):
         lasting=doc.get('lasting') or '',
         forecast=model.Forecast(**doc['forecast']) if doc.get('forecast')
         else None,
+        guard=_guard(doc['guard'], names) if doc.get('guard') else None,
     )
+
+
+def _guard(data, names):
+    """GuardFacts from a document's guard section, for known hypervisors."""
+    facts = {}
+    for name, raw in data.get('hypervisors', {}).items():
+        if name not in names:
+            raise validation.ValidationError(
+                'guard.hypervisors.%s' % name, 'unknown hypervisor')
+        before = raw.get('before')
+        facts[name] = model.HostFacts(**dict(
+            raw, before=model.HostMetrics(**before) if before else None))
+    reference, read_at = data.get('reference'), data.get('read_at')
+    return model.GuardFacts(
+        reference=parse_time(reference, 'guard.reference') if reference
+        else None,
+        read_at=float(read_at) if read_at is not None else None,
+        reference_from=data.get('reference_from') or '',
+        window=float(data.get('window') or 0.0),
+        hypervisors=model.frozen_mapping(facts),
+        unreachable=data.get('unreachable') or '')
 
 
 def _find_bad_server(servers, names):
@@ -388,6 +410,29 @@ def to_document(snap):
         doc['lasting'] = snap.lasting
     if snap.forecast:
         doc['forecast'] = dataclasses.asdict(snap.forecast)
+    if snap.guard:
+        doc['guard'] = guard_doc(snap.guard)
+    return doc
+
+
+def guard_doc(guard):
+    """The guard section of a document, from GuardFacts."""
+    return {
+        'reference': format_time(guard.reference)
+        if guard.reference is not None else None,
+        'reference_from': guard.reference_from or None,
+        'read_at': guard.read_at,
+        'window': guard.window,
+        'hypervisors': {name: _facts_doc(f)
+                        for name, f in guard.hypervisors.items()},
+        'unreachable': guard.unreachable or None}
+
+
+def _facts_doc(facts):
+    doc = {k: v for k, v in vars(facts).items()
+           if v is not None and k != 'before'}
+    if facts.before is not None:
+        doc['before'] = _figures_doc(facts.before)
     return doc
 
 

@@ -6,6 +6,7 @@ from osc_lib import exceptions
 
 from osc_leveller.core import checks
 from osc_leveller.core import executor
+from osc_leveller.core import guard
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
@@ -70,7 +71,8 @@ class ApplyLeveller(migrating.MigratingCommand):
             'the windows hold apply without a plan file only')
         return migrating.guarded(
             self, effective, lambda actions, journal: self._apply(
-                parsed_args, effective, plan, actions, journal))
+                parsed_args, effective, plan, actions, journal),
+            last_plausible=self.previous_plausible())
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)
@@ -84,13 +86,16 @@ class ApplyLeveller(migrating.MigratingCommand):
                 max_parallel=effective['apply.max_parallel'])
         migrating.refuse_if_running(snapshot, options, journal)
         if plan is None:
-            plan = planner.make_plan(snapshot, options)
+            findings = self.examine(snapshot, options)
+            plan = planner.make_plan(snapshot, options, guard.held(findings))
             if not plan.moves:
                 say('Nothing to do: %s (imbalance %.3f)' % (
                     plan.note, plan.imbalance_before))
                 common.say_held(say, plan)
                 migrating.end(self, journal, reason='nothing to do')
                 return COLUMNS, []
+            # Where other domains have moves, those held still say why.
+            common.say_held(say, plan, only={f.domain for f in findings})
         elif not plan.moves:
             say('Nothing to do: the plan file %s has no moves%s' % (
                 parsed_args.plan_file, ' (%s)' % plan.note if plan.note

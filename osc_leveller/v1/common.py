@@ -1,6 +1,8 @@
 """Options and helpers shared by the leveller commands."""
 
+import dataclasses
 import functools
+import time
 
 import yaml
 from osc_lib import exceptions
@@ -12,6 +14,7 @@ from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import files
+from osc_leveller.core import guard
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import flags
@@ -163,9 +166,53 @@ def collector(app, effective):
     """A Collector of the live cloud, with Prometheus if one is set."""
     return collect.Collector(
         open_connection(app, effective),
-        metrics=measure.reader_from_settings(effective.section('prometheus')),
+        metrics=metrics_reader(effective),
         history_hours=history_hours(effective),
         retries=effective['cloud.retries'], progress=progress_of(app))
+
+
+def metrics_reader(effective, last_plausible=None):
+    """The Prometheus reader of the settings (None without one), asking
+    what the guard needs: node_exporter's sizes, and Prometheus' figures
+    at the guard's reference time, the last plausible run's (from the
+    metrics file) or guard.since ago."""
+    limits = guard.limits_of(effective)
+    since = effective['guard.since']
+    reference = guard.reference(
+        last_plausible, time.time(), config.seconds(since) if since else 0) \
+        if limits.checks & set(guard.COMPARING) else None
+    return measure.reader_from_settings(
+        effective.section('prometheus'),
+        capacity='capacity' in limits.checks, reference=reference)
+
+
+def examine(snapshot, effective, options, app):
+    """The guard's findings (core/guard.py) on the domains of the
+    hypervisors in scope; what keeps it from comparing is said."""
+    limits = guard.limits_of(effective)
+    # The hypervisors left out for having no metrics count: losing them
+    # is what coverage_drop looks at.
+    scope = dataclasses.replace(
+        options, exclude_hosts=frozenset(effective['exclude_hosts']))
+    hosts = [h.name for h in snapshot.hypervisors
+             if h.usable and filters.in_scope(h, scope)]
+    say = StderrWriter(app)
+    for note in guard.notes(snapshot, limits):
+        say('Note: %s' % note)
+    return guard.examine(snapshot, hosts, limits, by_model(options))
+
+
+def by_model(options):
+    """Balancing domains are split by CPU model (else by architecture)."""
+    return options.cpu_compatibility == config.CPU_MODEL
+
+
+def say_fallback(say, findings):
+    """A line per domain whose moves, asked for by the operator, are
+    placed on Placement allocations for the guard's findings."""
+    for domain, why in sorted(guard.reasons(findings).items()):
+        say('Implausible metrics: %s: %s; destinations there are chosen '
+            'from Placement allocations' % (domain, why))
 
 
 def history_hours(effective):
@@ -259,14 +306,15 @@ class StderrWriter:
             self.stream.write(text.rstrip('\n') + '\n')
 
 
-def say_held(say, plan):
+def say_held(say, plan, only=None):
     """A line per domain the plan leaves above the threshold, and why;
-    and per domain with no N+1 to keep (keep_n_plus_one)."""
+    and per domain with no N+1 to keep (keep_n_plus_one). only: these
+    domains' Held lines alone."""
     for domain in plan.domains:
-        if domain.get('held'):
+        if domain.get('held') and (only is None or domain['domain'] in only):
             say('Held: %s (imbalance %.3f): %s' % (
                 domain['domain'], domain['after'], domain['held']))
-        if domain.get('n_plus_one'):
+        if domain.get('n_plus_one') and only is None:
             say('N+1: %s had none when planning started (%s): its moves '
                 'keep the other hypervisors\' losses absorbed' % (
                     domain['domain'], domain['n_plus_one']))

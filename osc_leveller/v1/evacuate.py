@@ -7,6 +7,7 @@ from osc_lib import exceptions
 from osc_leveller.core import checks
 from osc_leveller.core import drain
 from osc_leveller.core import executor
+from osc_leveller.core import guard
 from osc_leveller.core import policy
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -113,7 +114,8 @@ class EvacuateLeveller(migrating.MigratingCommand):
         return migrating.guarded(
             self, effective, lambda actions, journal: _Run(
                 self, parsed_args, effective, actions, journal).go(),
-            history_hours=MOVE_BACK_HOURS)
+            history_hours=MOVE_BACK_HOURS,
+            last_plausible=self.previous_plausible())
 
 
 class _Run:
@@ -184,7 +186,13 @@ class _Run:
         migrating.refuse_if_running(snapshot, options, self.journal, own)
         cold = self.args.cold_migrate_stopped
         k = self.effective['headroom']
-        plan = drain.plan_drain(snapshot, names, options, cold, k)
+        # A drain goes on; where the metrics cannot be true, its
+        # destinations are chosen on allocations.
+        findings = self.command.examine(snapshot, options)
+        common.say_fallback(self.say, findings)
+        plan = drain.plan_drain(guard.without_metrics(
+            snapshot, {f.domain for f in findings}, common.by_model(options)),
+            names, options, cold, k)
         self.journal('start', drain=names, dry_run=self.args.dry_run,
                      moves=len(plan.moves), stay=len(plan.stay),
                      unplaced=len(plan.unplaced))

@@ -15,7 +15,6 @@ from osc_lib import exceptions
 from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
-from osc_leveller.cloud import measure
 from osc_leveller.core import errors
 from osc_leveller.core import executor
 from osc_leveller.core import files
@@ -94,6 +93,7 @@ class MigratingCommand(command.Lister):
     verb = None  # apply or evacuate: the command label of its metrics
     effective = None  # the settings, once read
     metrics_file = None  # once the run's files are checked (check_files)
+    record = None  # the run's runmetrics.Record, from run() on
     # The instant the maintenance windows are checked at.
     now = staticmethod(lambda: datetime.datetime.now(datetime.timezone.utc))
 
@@ -142,6 +142,27 @@ class MigratingCommand(command.Lister):
                       'and read again by the next run',
             makes_directory=True)
         self.metrics_file = named[0][1]
+
+    def previous_plausible(self):
+        """When a run last found the metrics plausible, as the metrics
+        file says (None: no file, or it does not say): the guard's
+        reference, kept in this run's file unless it finds them so."""
+        path = self.metrics_file
+        found = runmetrics.last_plausible(
+            runfiles.previous(path), self.verb, time.time()) if path else None
+        if self.record is not None:
+            self.record.previous_plausible = found
+        return found
+
+    def examine(self, snapshot, options):
+        """The guard's findings on the run's read of the cloud, recorded
+        for the metrics file."""
+        findings = common.examine(snapshot, self.effective, options,
+                                  self.app)
+        guard = snapshot.guard
+        self.record.examined(findings, guard.read_at if guard and
+                             guard.read_at else snapshot.taken_at)
+        return findings
 
     def _write_metrics(self, parsed_args, code):
         """The metrics file of this run, if one is set and its check passed;
@@ -272,15 +293,17 @@ def _open_journal(command, effective, run_id):
                                 command.app)('Note: ' + text))
 
 
-def guarded(command, effective, body, history_hours=24.0):
+def guarded(command, effective, body, history_hours=24.0,
+            last_plausible=None):
     """body(actions, journal) with the journal open and the lock held.
 
     The connection sends one new global request id on every call, and the
     journal records it, so Nova's logs and the journal can be matched. The
     migration history read covers history_hours and what the balancing
-    rules look at (common.history_hours). A run the body does not end (an
-    error, an interruption) gets its end record here; a refused one ends
-    with its refused record.
+    rules look at (common.history_hours); Prometheus is asked what the
+    guard needs, compared with last_plausible (common.metrics_reader). A
+    run the body does not end (an error, an interruption) gets its end
+    record here; a refused one ends with its refused record.
     """
     run_id = 'req-%s' % uuid.uuid4()
     journal = _open_journal(command, effective, run_id)
@@ -296,8 +319,7 @@ def guarded(command, effective, body, history_hours=24.0):
                 lock.path, exc)) from exc
         actions = actions_mod.Actions(
             common.open_connection(command.app, effective, run_id),
-            metrics=measure.reader_from_settings(
-                effective.section('prometheus')),
+            metrics=common.metrics_reader(effective, last_plausible),
             history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
             progress=common.progress_of(command.app))

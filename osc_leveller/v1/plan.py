@@ -5,6 +5,7 @@ import time
 from osc_lib import exceptions
 from osc_lib.command import command
 
+from osc_leveller.core import guard
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
@@ -74,18 +75,25 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         options = common.planner_options(snapshot, effective, self.app)
         if explain is not None:
             return self._explain(snapshot, options, explain)
+        say = common.StderrWriter(self.app)
+        findings = common.examine(snapshot, effective, options, self.app)
         started = time.monotonic()
         if target is not None:
+            # An operator's placement goes on; where the metrics cannot be
+            # true, the ceiling is judged on allocations.
+            common.say_fallback(say, findings)
+            snapshot = guard.without_metrics(
+                snapshot, {f.domain for f in findings},
+                common.by_model(options))
             plan = paths.make_plan(snapshot, paths.targets_from(
                 common.read_yaml(target, '--target-placement'), snapshot,
                 '--target-placement %s' % target), options)
         else:
-            plan = planner.make_plan(snapshot, options)
+            plan = planner.make_plan(snapshot, options, guard.held(findings))
         elapsed = time.monotonic() - started
         if output is not None:
             outputs.write(self.app, output, plan_mod.dumps(plan),
                           plan_mod.WHAT, follow)
-        say = common.StderrWriter(self.app)
         say(_summary(plan, elapsed, output))
         common.say_held(say, plan)
         if report_file is not None:

@@ -256,3 +256,9 @@ def _previous(path):
         return ''
     finally:
         os.close(fd)
+
+
+def previous(path):
+    """The text of the metrics file at path, or '' (read as write_metrics
+    reads the file it replaces)."""
+    return _previous(os.path.expanduser(path))

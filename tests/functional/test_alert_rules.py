@@ -31,7 +31,7 @@ class TestSampleAlertRules(unittest.TestCase):
         return result.stdout
 
     def test_they_load(self):
-        self.assertIn('SUCCESS: 3 rules found',
+        self.assertIn('SUCCESS: 4 rules found',
                       self.promtool('check', 'rules', str(RULES)))
 
     def test_they_fire_when_cron_stops_succeeding(self):
@@ -68,6 +68,32 @@ class TestSampleAlertRules(unittest.TestCase):
                           'LevellerMigrationsFailing', 'exp_alerts': [alert(
                               'info', 'the last openstack leveller apply on '
                               'ctl1 had failed moves: see its journal')]},
+                     ]}]}
+        with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
+            yaml.safe_dump(tests, f)
+            f.flush()
+            self.assertIn('SUCCESS', self.promtool('test', 'rules', f.name))
+
+    def test_a_domain_held_for_implausible_metrics(self):
+        # ctl1 held for load jumps for an hour; ctl2 for one run only.
+        held = 'openstack_leveller_last_run_implausible_metrics{command=' \
+            '"apply",domain="az1/Gen1",instance="%s",reason="load_jump"}'
+        tests = {'rule_files': [str(RULES)], 'evaluation_interval': '1m',
+                 'tests': [{'interval': '1m', 'input_series': [
+                     {'series': held % 'ctl1', 'values': '1x60'},
+                     {'series': held % 'ctl2', 'values': '1x10'}],
+                     'alert_rule_test': [
+                         {'eval_time': '20m', 'alertname':
+                          'LevellerMetricsImplausible', 'exp_alerts': []},
+                         {'eval_time': '45m', 'alertname':
+                          'LevellerMetricsImplausible', 'exp_alerts': [{
+                              'exp_labels': dict(
+                                  LABELS, domain='az1/Gen1',
+                                  reason='load_jump', severity='warning'),
+                              'exp_annotations': {'summary': (
+                                  'openstack leveller apply on ctl1 holds '
+                                  'az1/Gen1: its metrics cannot be true '
+                                  '(load_jump); see the run\'s Held line')}}]},
                      ]}]}
         with tempfile.NamedTemporaryFile('w', suffix='.yaml') as f:
             yaml.safe_dump(tests, f)

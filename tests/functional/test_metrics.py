@@ -10,7 +10,10 @@ how, and score, plan and apply must run without a fallback note.
 """
 
 import json
+import os
 import tempfile
+
+import yaml
 
 from tests.functional import base
 
@@ -86,9 +89,21 @@ class TestExportersAsDeployed(base.DevcloudTestCase):
         self.assertEqual({'metrics'}, {
             r['Load Source'] for r in json.loads(score.stdout)})
         plan = base.openstack('leveller', 'plan', parse=False)
+        # The guard finds healthy exporters plausible in every flavour, but
+        # Debian's real node_exporter on hv01: it shows this machine's
+        # CPUs and memory, not the 32 and 128 GiB Nova has.
+        guarded = [line for line in plan.stderr.splitlines()
+                   if 'implausible metrics' in line]
+        if flavour == 'debian':
+            self.assertEqual(1, len(guarded), plan.stderr)
+            self.assertIn('capacity: node_exporter of %s shows ' %
+                          self.node['hv01'], guarded[0])
+            self.assertIn('Placement 32', guarded[0])
+        else:
+            self.assertEqual([], guarded, plan.stderr)
         for result in (score, plan):
             fallback = [line for line in result.stderr.splitlines()
-                        if 'Prometheus' in line]
+                        if line.startswith('Note: Prometheus: ')]
             if flavour == 'debian':
                 self.assertEqual(1, len(fallback), result.stderr)
                 self.assertIn('RAM of', fallback[0])
@@ -120,14 +135,186 @@ class TestExportersAsDeployed(base.DevcloudTestCase):
         self.run_flavour('debian')
 
 
-class TestCounterReset(base.DevcloudTestCase):
-    """A guest started again counts its CPU time from zero, as libvirt's
-    does: rate() in the profile's query takes the reset, so the server
-    keeps its own series and a value in 0..1, never a fallback."""
+class TestExporterFaults(base.DevcloudTestCase):
+    """Faults of the exporters, on one loaded hot-host scenario (one
+    balancing domain, hv01 busy: a plan moves servers off it).
+
+    The guard cases run apply as cron does, with --batch 0 (nothing
+    migrates) and a metrics file: a run that finds the metrics plausible
+    is the next one's reference, and the run after each fault injected
+    into the devcloud's exporters (devcloud fault HOST metrics MODE) is
+    held, saying why in a Held line and in the metrics file. The leveller
+    reads rates over 10 s here, so a fault shows, and goes, in seconds.
+    """
 
     SCENARIO = 'hot-host'
+    DOMAIN = 'az1/Cascadelake-Server'
+    HOSTS = ('hv01', 'hv02', 'hv03', 'hv04')
+    FAMILY = 'openstack_leveller_last_run_implausible_metrics'
+    PLAUSIBLE = 'openstack_leveller_last_plausible_timestamp_seconds'
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.metrics_file = os.path.join(cls.tmp.name, 'leveller.prom')
+        cls.config = os.path.join(cls.tmp.name, 'leveller.yaml')
+        with open(cls.config, 'w') as f:
+            yaml.safe_dump({'prometheus': {'window': '10s'}, 'apply': {
+                'journal': os.path.join(cls.tmp.name, 'journal.jsonl'),
+                'lock_file': os.path.join(cls.tmp.name, 'apply.lock')}}, f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+        super().tearDownClass()
+
+    def fault(self, mode, *hosts):
+        for host in hosts:
+            base.devcloud('fault', host, 'metrics', mode)
+            self.addCleanup(base.devcloud, 'fault', host, 'metrics', 'clear')
+
+    def cron(self):
+        """One apply that starts no migration; (stderr, metrics file)."""
+        result = base.openstack(
+            'leveller', 'apply', '--batch', '0', '--config', self.config,
+            '--metrics-file', self.metrics_file, parse=False, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        with open(self.metrics_file) as f:
+            return result.stderr, f.read()
+
+    def plausible(self):
+        """Cron runs until one finds the metrics plausible: the reference
+        of the next; its time."""
+        _, text = base.wait_for(
+            lambda: (lambda run: run if 'implausible' not in run[0] and
+                     'Held:' not in run[0] else None)(self.cron()),
+            60, interval=1, message='a run that finds the metrics plausible')
+        return self.sample(text, self.PLAUSIBLE)
+
+    def held(self, *checks):
+        """Cron runs until one is held by every check; its Held line,
+        having checked the metrics file's line of each reason, and that a
+        run held by a comparing check leaves the reference as it was."""
+        line = 'Held: %s (imbalance ' % self.DOMAIN
+
+        def run():
+            with open(self.metrics_file) as f:
+                reference = self.sample(f.read(), self.PLAUSIBLE)
+            stderr, text = self.cron()
+            held = [s for s in stderr.splitlines() if s.startswith(line)]
+            if held and all('%s: ' % c in held[0] for c in checks):
+                return held[0], stderr, text, reference
+            return None
+        held, stderr, text, reference = base.wait_for(
+            run, 90, interval=1, message='a run held for %s' % (
+                ', '.join(checks)))
+        self.assertIn(': implausible metrics, nothing planned: ', held)
+        for check in checks:
+            self.assertIn('%s{command="apply",domain="%s",reason="%s"} 1' % (
+                self.FAMILY, self.DOMAIN, check), text.splitlines())
+        # Nothing was planned there: no move even tried.
+        self.assertIn('Nothing to do: implausible metrics hold every domain',
+                      stderr)
+        if set(checks) & {'coverage_drop', 'load_jump'}:
+            self.assertEqual(reference, self.sample(text, self.PLAUSIBLE))
+        return held
+
+    def sample(self, text, family):
+        line = '%s{command="apply"} ' % family
+        values = [float(s[len(line):]) for s in text.splitlines()
+                  if s.startswith(line)]
+        return values[0] if values else None
+
+    def test_1_no_cpus(self):
+        self.plausible()
+        self.fault('zero-cpus', 'hv02')
+        # Without CPU series it has no metrics either (once its last CPU
+        # samples leave the rate window): a quarter of the domain.
+        held = self.held('capacity', 'coverage_drop')
+        self.assertIn('capacity: node_exporter of %s shows no CPUs '
+                      '(Placement: 16)' % self.node['hv02'], held)
+        self.assertIn('coverage_drop: 3 of 4 hypervisors have metrics, 4 '
+                      'had at ', held)
+        # plan, without a metrics file, holds the domain as well.
+        plan = base.openstack('leveller', 'plan', '--config', self.config,
+                              parse=False)
+        self.assertIn('Held: %s (imbalance ' % self.DOMAIN, plan.stderr)
+        self.assertIn('shows no CPUs', plan.stderr)
+
+    def test_2_scrapes_fail_for_half_the_fleet(self):
+        self.plausible()
+        self.fault('down', 'hv01', 'hv02')
+        held = self.held('coverage_drop')
+        self.assertIn('coverage_drop: 2 of 4 hypervisors have metrics, 4 had '
+                      'at ', held)
+        self.assertIn('(lost: %s, %s)' % (self.node['hv01'],
+                                          self.node['hv02']), held)
+
+    def test_3_restarted_exporters_count_from_zero(self):
+        """While no scrape succeeds the hypervisors have no metrics; then
+        their counters start from zero, which rate() takes: not held."""
+        self.plausible()
+        # Every CPU counts a second a second in one mode or another.
+        query = 'sum by (instance, job) (node_cpu_seconds_total)'
+        counted = base.by_hypervisor(query)
+        self.assertEqual(4, len(counted))
+        self.fault('restart', *self.HOSTS)
+
+        def started_again():
+            now = base.by_hypervisor(query)
+            return len(now) == 4 and all(now[n] < counted[n] for n in now)
+        base.wait_for(started_again, 60, interval=1,
+                      message='every counter started again')
+        self.plausible()
+
+    def test_4_servers_busier_than_their_vcpus(self):
+        self.plausible()
+        self.fault('impossible', 'hv01')
+        held = self.held('impossible_load')
+        self.assertRegex(held, r'impossible_load: server \S+ on %s reads '
+                         r'[0-9.]+ times its vCPUs busy' % self.node['hv01'])
+
+    def test_5_relabelled_node_exporter(self):
+        self.plausible()
+        self.fault('relabel', 'hv01')
+        held = self.held('impossible_load')
+        self.assertRegex(held, r'impossible_load: the servers on %s read '
+                         r'[0-9.]+ cores busy, its node_exporter [0-9.]+ of '
+                         r'its 16' % self.node['hv01'])
+
+    def test_6_most_of_the_domain_saturated_at_once(self):
+        self.plausible()
+        self.fault('saturate', 'hv02', 'hv03', 'hv04')
+        held = self.held('load_jump')
+        self.assertIn('load_jump: 3 of 4 hypervisors\' CPU rose by more '
+                      'than 0.4 since', held)
+        # Set aside the check for a run: held no more, and that run is the
+        # reference from then on.
+        with open(self.config) as f:
+            settings = yaml.safe_load(f)
+        settings['guard'] = {'checks': ['capacity', 'coverage_drop',
+                                        'impossible_load']}
+        accepting = os.path.join(self.tmp.name, 'accept.yaml')
+        with open(accepting, 'w') as f:
+            yaml.safe_dump(settings, f)
+        with open(self.metrics_file) as f:
+            kept = self.sample(f.read(), self.PLAUSIBLE)
+        result = base.openstack(
+            'leveller', 'apply', '--batch', '0', '--config', accepting,
+            '--metrics-file', self.metrics_file, parse=False)
+        self.assertNotIn('implausible', result.stderr)
+        with open(self.metrics_file) as f:
+            text = f.read()
+        self.assertNotIn(self.FAMILY + '{', text)
+        self.assertGreater(self.sample(text, self.PLAUSIBLE), kept)
 
     def test_a_guest_restart(self):
+        """A guest started again counts its CPU time from zero, as
+        libvirt's does: rate() in the profile's query takes the reset, so
+        the server keeps its own series and a value in 0..1, never a
+        fallback."""
         base.devcloud('exporters', 'kolla')
         server = base.openstack('server', 'show', 'busy-1')
         before = base.wait_for(lambda: base.by_label(

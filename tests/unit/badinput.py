@@ -50,6 +50,7 @@ from unittest import mock
 
 import yaml
 
+from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import options as core_options
 from osc_leveller.core import plan as plan_mod
@@ -71,7 +72,7 @@ KINDS = ('snapshot-file', 'plan-file', 'config-file', 'clouds-yaml', 'flag',
 # kind with fewer distinct cases (flags, endpoints x faults) gives all.
 QUOTA = {'snapshot-file': 150, 'plan-file': 70, 'config-file': 120,
          'clouds-yaml': 80, 'flag': 110, 'cloud-answer': 180,
-         'prometheus-answer': 60, 'target-placement-file': 40,
+         'prometheus-answer': 90, 'target-placement-file': 40,
          'output-path': 70}
 DIR = '{dir}'  # the case's own directory, in argv, files and expectations
 CLOUD = 'standin'
@@ -639,6 +640,10 @@ def gen_snapshot_files(rng, count):
         expect=(path, 'over the limit of 1 MiB', 'max_snapshot_mb'),
         files={'snapshot.json': text + ' ' * 2 ** 20},
         leveller='max_snapshot_mb: 1\n'))
+    for label, document, argv, code, expect in _guard_snapshots(path):
+        cases.append(Case('snapshot-file', label, argv, code=code,
+                          expect=(expect[0] if code == 0 else path,) + expect,
+                          files={'snapshot.json': to_json(document)}))
     mutate = Mutator(doc, 'snapshot-v1')
     watcher = Mutator(watcher_doc(), 'watcher-cluster', keep=lambda p: (
         len(p) > 2 or p[0] not in ('hypervisors', 'servers')) and
@@ -1445,8 +1450,199 @@ def gen_prometheus_answers(rng, count):
     for label, status, ctype, body, code, names in _prom_raw():
         add('answer: %s' % label, (status, ctype, body), code, (
             'PROMETHEUS', names) if code else (names,))
+    for label, answer, argv, expect in _guard_answers():
+        cases.append(Case(
+            'prometheus-answer', label, argv, expect=expect, code=0,
+            cloud=Cloud(prometheus=answer, leveller={
+                'prometheus': dict(PROM_SETTINGS, token=PROM_TOKEN)}),
+            secrets=SECRETS))
     rng.shuffle(cases)
     return cases[:count]
+
+
+# -- the guard against implausible metrics (core/guard.py) ---------------
+
+GUARD_HELD = 'Held: az1/Gen1 (imbalance '
+
+
+def _guard_section(doc):
+    """A guard section that finds the snapshot_doc plausible: sizes as
+    Placement's, the figures of an hour before as now's."""
+    return {'reference': '2026-11-20T11:00:00Z', 'reference_from': 'since',
+            'read_at': 1795000000.5, 'window': 300.0, 'hypervisors': {
+                h['name']: {'cpus': 32, 'memory_mb': 131072.0,
+                            'before': {'cpu': h['metrics']['cpu'],
+                                       'ram': h['metrics']['ram']}}
+                for h in doc['hypervisors']}}
+
+
+def _guard_snapshots(path):
+    """(label, document, argv, exit code, expect) of snapshot files whose
+    guard section holds the domain (plan says so) or is not valid."""
+    plan = ['leveller', 'plan', '--snapshot', path]
+    cases = []
+
+    def add(label, change, expect, code=0, argv=plan):
+        doc = snapshot_doc()
+        doc['guard'] = _guard_section(doc)
+        change(doc)
+        cases.append(('guard: ' + label, doc, argv, code, expect))
+
+    def facts(name, **values):
+        return lambda d: d['guard']['hypervisors'][name].update(values)
+
+    def now(name, cpu):
+        return lambda d: d['hypervisors'][int(name[2:]) - 1][
+            'metrics'].update(cpu=cpu)
+
+    def both(*changes):
+        return lambda d: [change(d) for change in changes]
+
+    add('plausible', lambda d: None, ('Plan: ',))
+    add('no CPUs', facts('hv2', cpus=0), (
+        GUARD_HELD, 'capacity: node_exporter of hv2 shows no CPUs '
+        '(Placement: 32)'))
+    add('another machine\'s memory', facts('hv3', memory_mb=65536.0), (
+        GUARD_HELD, 'hv3 shows 64 GiB of memory, Placement 128 GiB'))
+    add('two of three idle since', both(
+        facts('hv2', before={'cpu': 0.9, 'ram': 0.2}),
+        facts('hv3', before={'cpu': 0.9, 'ram': 0.2})), (
+        GUARD_HELD, 'load_jump: 2 of 3 hypervisors\' CPU fell by more '
+        'than 0.4'))
+    add('two of three lost their metrics', lambda d: [
+        h.update(metrics=None) for h in d['hypervisors'][1:]], (
+        GUARD_HELD, 'coverage_drop: 1 of 3 hypervisors have metrics, 3 had',
+        'lost: hv2, hv3'))
+    add('a server busier than its vCPUs', facts(
+        'hv1', busiest_server='id-hot0', busiest_cpu=2.5), (
+        GUARD_HELD, 'impossible_load: server hot0 on hv1 reads 2.50 times '
+        'its vCPUs busy'))
+    add('servers busier than their hypervisor', both(
+        now('hv1', 0.05), facts('hv1', before={'cpu': 0.05, 'ram': 0.8})), (
+        GUARD_HELD, 'impossible_load: the servers on hv1 read 10.0 cores '
+        'busy, its node_exporter 1.6 of its 32'))
+    add('Prometheus gave no answer', lambda d: d['guard'].update(
+        unreachable='cannot reach Prometheus at http://p: ConnectTimeout'), (
+        GUARD_HELD, 'coverage_drop: no hypervisor has metrics: cannot reach '
+        'Prometheus'))
+    for label, change, where in (
+            ('an unknown hypervisor', lambda d: d['guard']['hypervisors']
+             .update(hv9={'cpus': 4}), 'guard.hypervisors.hv9'),
+            ('CPUs below 0', facts('hv2', cpus=-1),
+             'guard.hypervisors.hv2.cpus'),
+            ('CPUs not whole', facts('hv2', cpus=1.5),
+             'guard.hypervisors.hv2.cpus'),
+            ('memory NaN', facts('hv2', memory_mb=float('nan')),
+             'guard.hypervisors.hv2.memory_mb'),
+            ('memory infinite', facts('hv2', memory_mb=float('inf')),
+             'guard.hypervisors.hv2.memory_mb'),
+            ('CPU of then above 1', facts('hv2', before={'cpu': 1.5}),
+             'guard.hypervisors.hv2.before.cpu'),
+            ('an unknown figure of then', facts('hv2', before={'disk': 1}),
+             'guard.hypervisors.hv2.before'),
+            ('a busiest CPU as text', facts('hv1', busiest_cpu='2.5'),
+             'guard.hypervisors.hv1.busiest_cpu'),
+            ('servers then below 0', facts('hv1', servers_before=-3),
+             'guard.hypervisors.hv1.servers_before'),
+            ('an impossible reference', lambda d: d['guard'].update(
+                reference='2026-13-01T00:00:00Z'), 'guard.reference'),
+            ('a reference from nowhere', lambda d: d['guard'].update(
+                reference_from='yesterday'), 'guard.reference_from'),
+            ('a read time before the epoch', lambda d: d['guard'].update(
+                read_at=-5), 'guard.read_at'),
+            ('a list for a section', lambda d: d.update(guard=[1, 2]),
+             'guard'),
+            ('an unknown key', lambda d: d['guard'].update(extra=1),
+             'guard'),
+            ('facts that are a number', lambda d: d['guard'][
+                'hypervisors'].update(hv1=7), 'guard.hypervisors.hv1')):
+        add(label, change, (where,), code=1, argv=_snapshot_commands(
+            path)[0])
+    return cases
+
+
+class GuardAnswer(PromAnswer):
+    """PromAnswer with hv1 hot (a plan moves servers off it), and the
+    guard's query answered per part, each sample marked as Prometheus'
+    label_replace marks it: parts {part: {hypervisor: value, or None for
+    no series}} over sizes as Nova's and figures of then as now's; extra:
+    more samples, as they are."""
+
+    HOT = {('hv1', 'cpu'): 0.9, ('hv1', 'ram'): 0.9}
+
+    def __init__(self, parts=None, extra=(), error=None, values=None,
+                 **kwargs):
+        super().__init__(values={**self.HOT, **(values or {})}, **kwargs)
+        self.parts, self.extra, self.guard_error = parts or {}, extra, error
+
+    def __call__(self, promql):
+        if measure.GUARD_LABEL not in promql:
+            return super().__call__(promql)
+        if self.guard_error:
+            raise standin.PromQLError(*self.guard_error)
+        samples = []
+        for part in ('cpus', 'memory', 'cpu_before', 'ram_before'):
+            if '"%s"' % part not in promql:
+                continue
+            for name in HYPERVISORS:
+                default = {'cpus': 32, 'memory': 128 * 2 ** 30}.get(part) or \
+                    self.HOT.get((name, part[:3]), self.default)
+                value = self.parts.get(part, {}).get(name, default)
+                if value is not None:
+                    samples.append((dict(self._labels(name), **{
+                        measure.GUARD_LABEL: part}), value))
+        return samples + [(dict(self._labels(name), **labels), value)
+                          for name, labels, value in self.extra]
+
+
+def _guard_answers():
+    """(label, answer, argv, expect) of the stand-in Prometheus' answers
+    to the guard's query: held, or ignored with the plan going on."""
+    plan = list(LIVE_COMMANDS[1])
+    cases = [
+        ('guard: hv2 without CPU series', GuardAnswer({'cpus': {
+            'hv2': None}}), (GUARD_HELD, 'capacity: node_exporter of hv2 '
+                             'shows no CPUs (Placement: 32)')),
+        ('guard: no memory', GuardAnswer({'memory': {'hv2': 0}}), (
+            GUARD_HELD, 'hv2 shows no memory')),
+        ('guard: another machine\'s CPUs', GuardAnswer({'cpus': {
+            'hv3': 128}}), (GUARD_HELD, 'hv3 shows 128 CPUs, Placement 32')),
+        ('guard: two idle that were busy', GuardAnswer({'cpu_before': {
+            h: 0.95 for h in HYPERVISORS}}), (
+            GUARD_HELD, 'load_jump: 2 of 3 hypervisors\' CPU fell by more '
+            'than 0.4', 'hv2 0.95 -> 0.30, hv3 0.95 -> 0.30')),
+        ('guard: two lose their CPU', GuardAnswer(values={
+            ('hv2', 'cpu'): float('nan'), ('hv3', 'cpu'): 7.0}), (
+            GUARD_HELD, 'coverage_drop: 1 of 3 hypervisors have metrics, '
+            '3 had', 'lost: hv2, hv3')),
+        ('guard: its query rejected', GuardAnswer(error=(
+            'parse error: unknown function last_over_time', 'bad_data',
+            400)), ('the guard\'s query failed', 'Plan: ')),
+        ('guard: its query times out', GuardAnswer(error=(
+            'query timed out', 'timeout', 503)), (
+            'the guard\'s query failed', 'Plan: ')),
+    ]
+    for label, part, value in (
+            ('NaN CPUs', 'cpus', float('nan')),
+            ('infinite CPUs', 'cpus', float('inf')),
+            ('CPUs below 0', 'cpus', -1.0),
+            ('CPUs as a word', 'cpus', 'lots'),
+            ('CPUs of 1e400', 'cpus', '1e400'),
+            ('memory NaN', 'memory', float('nan')),
+            ('memory below 0', 'memory', -2.0 ** 30),
+            ('a CPU of then at 5', 'cpu_before', 5.0),
+            ('a RAM of then NaN', 'ram_before', float('nan'))):
+        cases.append(('guard: %s is no fact' % label, GuardAnswer(
+            {part: {'hv2': value}}), ('Plan: ',)))
+    cases += [
+        ('guard: two CPU counts for one hypervisor', GuardAnswer(extra=[
+            ('hv2', {measure.GUARD_LABEL: 'cpus'}, 4)]), ('Plan: ',)),
+        ('guard: a part of its own', GuardAnswer(extra=[
+            ('hv2', {measure.GUARD_LABEL: 'nonsense'}, 0)]), ('Plan: ',)),
+        ('guard: a sample unmarked', GuardAnswer(extra=[
+            ('hv2', {}, 0)]), ('Plan: ',)),
+    ]
+    return [(label, answer, plan, expect) for label, answer, expect in cases]
 
 
 def gen_target_files(rng, count):

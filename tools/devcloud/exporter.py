@@ -19,8 +19,10 @@ Every hypervisor gets its own listeners, each serving ``/metrics``: a
 node_exporter on ``ADDR:9100`` and a libvirt exporter on ``ADDR:PORT``.
 The control address (``--listen``) serves ``/healthz`` (503 until the first
 successful poll, and while a hypervisor has no address of its own), ``/``
-(the endpoints) and ``POST /flavour`` (the flavour's name as the body:
-another flavour's endpoints at once, the model's state kept).  Prometheus finds the endpoints
+(the endpoints and the faults), ``POST /flavour`` (the flavour's name as the
+body: another flavour's endpoints at once, the model's state kept) and
+``POST /fault`` (``HYPERVISOR MODE`` as the body: a fault of that
+hypervisor's exporters, see Faults).  Prometheus finds the endpoints
 through file_sd files in ``--targets-dir``: ``node.json`` and
 ``libvirt.json``, one target per hypervisor with exactly the target labels
 the deployment gives it, rewritten atomically when they change.
@@ -205,6 +207,75 @@ def service_host_of(host):
     return host.service_host or host.name.split('.')[0]
 
 
+# ------------------------------------------------------------------ faults
+
+RESTART_SECONDS = 5.0   # a restarted exporter answers no scrape this long
+IMPOSSIBLE_FACTOR = 3.0  # servers' CPU time this many times what they can run
+
+
+class Unavailable(Exception):
+    """The endpoint answers no scrape (HTTP 503)."""
+
+
+class Faults(object):
+    """Faults of a hypervisor's exporters (``POST /fault``), what a broken
+    deployment shows Prometheus; thread safe:
+
+    ``restart``
+        its exporters restart having lost their state: its counters (node
+        CPU, guest and pressure time, its domains' CPU time and delay)
+        start again from 0, and no scrape succeeds for RESTART_SECONDS;
+    ``down``
+        its endpoints answer HTTP 503: every scrape of it fails;
+    ``zero-cpus``
+        its node_exporter shows no CPU: no ``node_cpu_*`` series, the cpu
+        collector failing;
+    ``relabel``
+        its node_exporter serves the next hypervisor's series (by name,
+        round): a relabelling that put one host's series on another;
+    ``impossible``
+        its servers' CPU time runs IMPOSSIBLE_FACTOR times as fast as they
+        run: busier than their vCPUs, and than the host;
+    ``saturate``
+        its node_exporter reads every CPU busy;
+    ``clear``
+        none of these.
+    """
+
+    MODES = ('restart', 'down', 'zero-cpus', 'relabel', 'impossible', 'saturate',
+             'clear')
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._modes = {}        # hypervisor -> (mode, until or None)
+
+    def set(self, hypervisor, mode, now):
+        with self._lock:
+            if mode == 'clear':
+                self._modes.pop(hypervisor, None)
+            else:
+                until = now + RESTART_SECONDS if mode == 'restart' else None
+                self._modes[hypervisor] = (mode, until)
+
+    def mode(self, hypervisor, now):
+        """The hypervisor's fault now, or None."""
+        with self._lock:
+            mode, until = self._modes.get(hypervisor, (None, None))
+            if until is not None and now >= until:
+                del self._modes[hypervisor]
+                return None
+            return mode
+
+    def listing(self, now):
+        with self._lock:
+            names = sorted(self._modes)
+        return [(name, self.mode(name, now)) for name in names
+                if self.mode(name, now)]
+
+
+NO_FAULTS = Faults()
+
+
 # ------------------------------------------------------------------ model
 
 _NUM = r'([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)'
@@ -363,15 +434,36 @@ class Model(object):
         self._t_high = now
         return now
 
-    def update(self, hosts, servers, now):
+    def _integrate(self, now):
+        """The counters brought up to now at their rates (lock held)."""
+        now = self._clamp(now)
+        if self._t_update is not None:
+            dt = now - self._t_update
+            for key, rate in self._rates.items():
+                self._counters[key] = self._counters.get(key, 0.0) + rate * dt
+        self._t_update = now
+        return now
+
+    def restart(self, hypervisor, now):
+        """The hypervisor's counters start again from 0, as exporters that
+        lost their state show them: its node's CPU, guest and pressure
+        time, its domains' CPU time and delay."""
+        with self._lock:
+            self._integrate(now)
+            for key in self._counters:
+                if key[0] in ('cpu', 'guest', 'psi_cpu', 'psi_mem') and \
+                        key[1] == hypervisor:
+                    self._counters[key] = 0.0
+            load = self._loads.get(hypervisor)
+            for sl in load.servers if load else ():
+                self._started[sl.server.id] = {
+                    kind: self._counters[(kind, sl.server.id)]
+                    for kind in ('server', 'delay')}
+
+    def update(self, hosts, servers, now, faults=NO_FAULTS):
         """Integrate the old rates up to now, then take the new state."""
         with self._lock:
-            now = self._clamp(now)
-            if self._t_update is not None:
-                dt = now - self._t_update
-                for key, rate in self._rates.items():
-                    self._counters[key] = self._counters.get(key, 0.0) + rate * dt
-            self._t_update = now
+            now = self._integrate(now)
 
             by_host = collections.defaultdict(list)
             for server in servers:
@@ -382,7 +474,8 @@ class Model(object):
             for host in hosts:
                 load = host_load(host, by_host.get(host.name, ()), now)
                 loads[host.name] = load
-                per_cpu = load.busy / max(1, host.threads)
+                per_cpu = 1.0 if faults.mode(host.name, now) == 'saturate' \
+                    else load.busy / max(1, host.threads)
                 # Linux counts a guest's time as user time too: the time the
                 # servers got, at most all of the user time
                 guest = min(USER_SHARE, sum(sl.cpu_got for sl in load.servers) / load.busy)
@@ -397,9 +490,11 @@ class Model(object):
                 # global per server (also unplaced ones), so nothing resets
                 # when the server changes host
                 rates[('server', server.id)] = rates[('delay', server.id)] = 0.0
-            for load in loads.values():
+            for name, load in loads.items():
+                factor = IMPOSSIBLE_FACTOR \
+                    if faults.mode(name, now) == 'impossible' else 1.0
                 for sl in load.servers:
-                    rates[('server', sl.server.id)] = sl.cpu_got
+                    rates[('server', sl.server.id)] = sl.cpu_got * factor
                     rates[('delay', sl.server.id)] = sl.cpu_delay
             # forget what is gone (deleted server, removed host or CPU)
             self._counters = {k: self._counters.get(k, 0.0) for k in rates}
@@ -607,11 +702,13 @@ def machine_uname():
             'machine': u.machine, 'domainname': '(none)'}
 
 
-def render_node(view, uname):
-    """node_exporter's cpu, meminfo, pressure and uname collectors."""
+def render_node(view, uname, cpus=True):
+    """node_exporter's cpu, meminfo, pressure and uname collectors; cpus:
+    false as when its cpu collector fails (no CPU series)."""
     load = view.load
     host = load.host
-    cpus = range(host.threads)
+    failing = () if cpus else ('cpu',)
+    cpus = range(host.threads if cpus else 0)
     e = Exposition()
     e.add('node_cpu_guest_seconds_total', 'counter',
           'Seconds the CPUs spent in guests (VMs) for each mode.',
@@ -641,7 +738,7 @@ def render_node(view, uname):
           [({'collector': c}, seconds) for c, seconds in NODE_COLLECTORS])
     e.add('node_scrape_collector_success', 'gauge',
           'node_exporter: Whether a collector succeeded.',
-          [({'collector': c}, 1) for c, _ in NODE_COLLECTORS])
+          [({'collector': c}, 0 if c in failing else 1) for c, _ in NODE_COLLECTORS])
     labels = dict(uname, nodename=service_host_of(host))
     e.add('node_uname_info', 'gauge',
           'Labeled system information as provided by the uname system call.', [(labels, 1)])
@@ -1383,7 +1480,11 @@ class TargetHandler(http.server.BaseHTTPRequestHandler):
         role, hypervisor = self.server.target
         path = urllib.parse.urlsplit(self.path).path
         if path == '/metrics':
-            body = self.exporter.render(role, hypervisor, time.time())
+            try:
+                body = self.exporter.render(role, hypervisor, time.time())
+            except Unavailable as exc:
+                _send(self, 503, '%s\n' % exc)
+                return
             if body is None:
                 _send(self, 404, 'unknown hypervisor\n')
             else:
@@ -1538,9 +1639,10 @@ class Poller(object):
     """Polls a source, feeds the model and publishes; keeps the last state
     on errors."""
 
-    def __init__(self, source, model, publisher, host_interval):
+    def __init__(self, source, model, publisher, host_interval, faults=NO_FAULTS):
         self.source = source
         self.model = model
+        self.faults = faults
         self.publisher = publisher
         self.host_interval = host_interval
         self.hosts = None
@@ -1574,7 +1676,7 @@ class Poller(object):
         if self.hosts is None or self.servers is None:
             return
         # also after an error: the last known state goes on loading the hosts
-        self.model.update(self.hosts, self.servers, now)
+        self.model.update(self.hosts, self.servers, now, self.faults)
         with self.lock:
             complete = self.publisher.publish(self.hosts, self.servers)
         if ok:
@@ -1591,17 +1693,27 @@ class Poller(object):
 class Exporter(object):
     """What every endpoint serves: the model's series in a flavour."""
 
-    def __init__(self, model, flavour, uname=None):
+    def __init__(self, model, flavour, uname=None, faults=NO_FAULTS):
         self.model = model
         self.flavour = flavour
         self.uname = uname or machine_uname()
+        self.faults = faults
 
     def render(self, role, hypervisor, now):
+        """The endpoint's text, None for an unknown hypervisor; Unavailable
+        while a fault keeps it from answering."""
+        mode = self.faults.mode(hypervisor, now)
+        if mode in ('down', 'restart'):
+            raise Unavailable('%s: %s' % (hypervisor, mode))
+        if role == 'node' and mode == 'relabel':
+            names = self.model.hypervisors()
+            if hypervisor in names:
+                hypervisor = names[(names.index(hypervisor) + 1) % len(names)]
         view = self.model.view(hypervisor, now)
         if view is None:
             return None
         if role == 'node':
-            return render_node(view, self.uname)
+            return render_node(view, self.uname, cpus=mode != 'zero-cpus')
         return LIBVIRT_RENDERERS[self.flavour.libvirt](view)
 
 
@@ -1610,16 +1722,39 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
     switch = None       # switch(flavour name): the endpoints of another flavour
 
     def do_POST(self):
-        if urllib.parse.urlsplit(self.path).path != '/flavour':
+        path = urllib.parse.urlsplit(self.path).path
+        if path not in ('/flavour', '/fault'):
             _send(self, 404, 'not found\n')
             return
         length = int(self.headers.get('Content-Length') or 0)
-        name = self.rfile.read(min(length, 100)).decode(errors='replace').strip()
+        name = self.rfile.read(min(length, 200)).decode(errors='replace').strip()
+        if path == '/fault':
+            self.fault(name)
+            return
         if name not in FLAVOURS:
             _send(self, 400, 'unknown flavour %r: one of %s\n' % (name, ', '.join(FLAVOURS)))
             return
         self.switch(name)
         _send(self, 200, 'flavour %s\n' % name)
+
+    def fault(self, body):
+        """``HYPERVISOR MODE``: the hypervisor by its name or its service
+        host; the mode one of Faults.MODES."""
+        ref, _, mode = body.partition(' ')
+        mode = mode.strip()
+        hosts = self.poller.hosts or ()
+        found = [h.name for h in hosts if ref in (h.name, service_host_of(h))]
+        if len(found) != 1 or mode not in Faults.MODES:
+            _send(self, 400, 'expected HYPERVISOR MODE, a hypervisor of %s and a mode '
+                  'of %s; got %r\n' % (', '.join(sorted(h.name for h in hosts)),
+                                       ', '.join(Faults.MODES), body))
+            return
+        now = time.time()
+        if mode == 'restart':
+            self.poller.model.restart(found[0], now)
+        self.poller.faults.set(found[0], mode, now)
+        LOG.info('fault %s on %s', mode, found[0])
+        _send(self, 200, 'fault %s on %s\n' % (mode, found[0]))
 
     def do_GET(self):
         path = urllib.parse.urlsplit(self.path).path
@@ -1641,6 +1776,8 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
                 lines.append('%s %s http://%s:%d/metrics\n' % (hypervisor, role, ip, port))
             if publisher.real_host:
                 lines.append('%s real exporters\n' % publisher.real_host)
+            for hypervisor, mode in self.poller.faults.listing(time.time()):
+                lines.append('%s fault %s\n' % (hypervisor, mode))
             _send(self, 200, ''.join(lines))
         else:
             _send(self, 404, 'not found\n')
@@ -1697,7 +1834,8 @@ def main(argv=None):
         host_interval = args.host_interval if args.host_interval is not None else 30.0
     flavour = FLAVOURS[args.flavour]
     model = Model()
-    exporter = Exporter(model, flavour)
+    faults = Faults()
+    exporter = Exporter(model, flavour, faults=faults)
     TargetHandler.exporter = exporter
     libvirt_dir = args.libvirt_dir or args.targets_dir or '.'
     for directory in (args.targets_dir, libvirt_dir):
@@ -1708,7 +1846,7 @@ def main(argv=None):
         real = RealExporters(libvirt_dir) if flavour.name == 'debian' else None
         return Publisher(flavour, args.targets_dir, Listeners(TargetHandler), real)
 
-    poller = Poller(source, model, publisher_for(flavour), host_interval)
+    poller = Poller(source, model, publisher_for(flavour), host_interval, faults)
 
     def switch(name):
         LOG.info('flavour %s', name)

@@ -21,6 +21,7 @@ own metrics, fixed, and no server series.
 
 import collections
 
+from osc_leveller.cloud import measure
 from tests.unit import standin
 from tools.devcloud import exporter
 
@@ -64,6 +65,8 @@ class Exporters:
                     job=FLAVOUR.node_job, **labels)
 
     def __call__(self, promql):
+        if measure.GUARD_LABEL in promql:
+            return self.guard(promql)
         if promql == 'node_uname_info':
             return [(self.node(h, __name__=promql, nodename=h['host'],
                                **self.uname), 1)
@@ -116,6 +119,33 @@ class Exporters:
                 'ram_pressure': exporter.pressure(ram / mib,
                                                   exporter.MEM_KNEE)}))
         return result
+
+    def guard(self, promql):
+        """The guard's query (cloud/measure.py): each part it names,
+        marked as label_replace marks it. Sizes are Placement's and the
+        figures of then are now's: nothing here is implausible."""
+        parts = collections.defaultdict(list)
+        for h, load in self.hosts():
+            inventories = h['inventories']
+            parts['cpus'].append((h, inventories.get('VCPU', {}).get(
+                'total', 0)))
+            parts['memory'].append((h, inventories.get('MEMORY_MB', {}).get(
+                'total', 0) * MIB))  # a series of its own: with its name
+            for metric in ('cpu', 'ram'):
+                if metric in load:
+                    parts[metric + '_before'].append((h, load[metric]))
+        named = {'memory': {'__name__': 'node_memory_MemTotal_bytes'}}
+        samples = [(dict(self.node(h, **named.get(part, {})), **{
+            measure.GUARD_LABEL: part}), value)
+            for part, found in parts.items()
+            if '"%s"' % part in promql for h, value in found]
+        if '"servers_before"' in promql:
+            on = collections.Counter(labels['instance']
+                                     for labels, _ in self.domains('cpu'))
+            samples += [({'instance': instance, 'job': FLAVOUR.libvirt_job,
+                          measure.GUARD_LABEL: 'servers_before'}, count)
+                        for instance, count in sorted(on.items())]
+        return samples
 
     def domains(self, metric):
         """The inovex series of a server metric, as the profile's join

@@ -667,7 +667,7 @@ class FakeReader:
         self.started = threading.Event()  # read() was called
         self.ended = []  # what each read() ended with
 
-    def read(self, refs, servers):
+    def read(self, refs, servers, guard=True):
         # As measure.Reader: the servers may come as a callable, called
         # after the queries (here: none).
         self.started.set()
@@ -781,6 +781,9 @@ class TestMetrics(unittest.TestCase):
         self.assertIn('cannot reach Prometheus at http://127.0.0.1:9: '
                       'ConnectionError: load from Placement allocations',
                       snap.source['note'])
+        # The guard sees every hypervisor's metrics lost at once.
+        self.assertEqual('cannot reach Prometheus at http://127.0.0.1:9: '
+                         'ConnectionError', snap.guard.unreachable)
 
     def test_a_rejected_query_is_an_error(self):
         reader = FakeReader(error=collect.prometheus.PrometheusError(

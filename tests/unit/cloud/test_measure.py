@@ -8,6 +8,7 @@ PromQL itself is run by a real Prometheus in the functional tests.
 """
 
 import re
+import time
 import unittest
 
 from osc_leveller.cloud import collect
@@ -16,7 +17,9 @@ from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import guard
 from osc_leveller.core import model
+from osc_leveller.core import snapshot as snapshot_io
 
 REFS = [hostmatch.HostRef('hv01.example.net', 'hv01', '10.0.0.11'),
         hostmatch.HostRef('hv02.example.net', 'hv02', '10.0.0.12'),
@@ -745,3 +748,142 @@ class TestForecast(unittest.TestCase):
         reading = read(client, {'s1': 'hv01.example.net'})
         self.assertFalse([q for q in client.asked if 'offset' in q])
         self.assertIsNone(reading.forecast)
+
+
+class GuardClient(FakeClient):
+    """Answers the guard's query from guard: {part: [(labels, value)]},
+    each sample marked with its part as Prometheus' label_replace marks
+    it; any other query as FakeClient does."""
+
+    def __init__(self, answers, guard, names=(), fail=None):
+        super().__init__(answers, names)
+        self.guard, self.guard_fail = guard, fail
+
+    def query(self, promql):
+        if measure.GUARD_LABEL not in promql:
+            return super().query(promql)
+        self.asked.append(promql)
+        if self.guard_fail:
+            raise self.guard_fail
+        return [(dict(labels, **{measure.GUARD_LABEL: part}), value)
+                for part, samples in self.guard.items()
+                if '"%s"' % part in promql for labels, value in samples]
+
+
+def by_target(values):
+    return [({'instance': t['instance'], 'job': 'node'}, v)
+            for t, v in zip(KOLLA, values) if v is not None]
+
+
+class TestGuardQuery(unittest.TestCase):
+    """What the guard checks the metrics with, in one query more."""
+
+    LV = '10.0.0.11:9177'
+
+    def client(self, **guard):
+        server = libvirt_sample(self.LV, 'libvirt_exporter', 'instance-1',
+                                instance_id='s1')
+        parts = {'cpus': by_target([32, 48, 16]),
+                 'memory': by_target([2 ** 37, 2 ** 38, 2 ** 36]),
+                 'cpu_before': by_target([.8, .5, .1]),
+                 'ram_before': by_target([.2, .2, .2]),
+                 'servers_before': [({'instance': self.LV,
+                                      'job': 'libvirt_exporter'}, 3)]}
+        parts.update(guard)
+        return GuardClient(node_answers(KOLLA) + [
+            ('libvirt_domain_info_cpu_time_seconds_total', [(server, 2.5)])],
+            parts, names=['libvirt_domain_openstack_info'])
+
+    def read(self, client, seconds_ago=600, **kwargs):
+        reference = guard.Reference(time.time() - seconds_ago, guard.SINCE)
+        return read(client, {'s1': 'hv01.example.net'}, reference=reference,
+                    **kwargs)
+
+    def test_sizes_figures_then_and_busiest_server(self):
+        client = self.client()
+        reading = self.read(client)
+        [query] = [q for q in client.asked if measure.GUARD_LABEL in q]
+        self.assertRegex(query, r'\[100ms:100ms\] offset 6000[0-9]{2}ms')
+        self.assertIn('count by (instance, job, hostname) '
+                      '(node_cpu_seconds_total{mode="idle"})', query)
+        self.assertEqual(guard.SINCE, reading.guard['reference_from'])
+        self.assertAlmostEqual(time.time(), reading.guard['read_at'], -1)
+        self.assertEqual(60.0, reading.guard['window'])
+        self.assertEqual({
+            'hv01.example.net': {'cpus': 32, 'memory_mb': 131072.0,
+                                 'before': {'cpu': .8, 'ram': .2},
+                                 'servers_before': 3,
+                                 'busiest_server': 's1', 'busiest_cpu': 2.5},
+            'hv02.example.net': {'cpus': 48, 'memory_mb': 262144.0,
+                                 'before': {'cpu': .5, 'ram': .2},
+                                 'servers_before': 0},
+            'hv03.example.net': {'cpus': 16, 'memory_mb': 65536.0,
+                                 'before': {'cpu': .1, 'ram': .2},
+                                 'servers_before': 0},
+        }, reading.guard['hypervisors'])
+        # The server read above its vCPUs has no figures of its own.
+        self.assertEqual({}, reading.servers)
+        # Into a snapshot as it is, and read back.
+        document = {'hypervisors': [{'name': n, 'metrics': None}
+                                    for n in NAMES], 'servers': [],
+                    'source': {}}
+        collect.add_metrics(document, reading)
+        snap_doc = snapshot_io.guard_doc(snapshot_io._guard(
+            document['guard'], set(NAMES)))
+        self.assertEqual(document['guard']['hypervisors'],
+                         snap_doc['hypervisors'])
+
+    def test_one_request_more(self):
+        client = self.client()
+        self.read(client)
+        without = self.client()
+        read(without, {'s1': 'hv01.example.net'}, capacity=False)
+        self.assertEqual(len(without.asked) + 1, len(client.asked))
+        again = self.client()
+        measure.Reader(again, window='1m').read(REFS, {}, guard=False)
+        self.assertFalse(any(measure.GUARD_LABEL in q for q in again.asked))
+
+    def test_without_a_reference_only_the_sizes(self):
+        client = self.client()
+        reading = read(client, {'s1': 'hv01.example.net'})
+        [query] = [q for q in client.asked if measure.GUARD_LABEL in q]
+        self.assertNotIn('offset', query)
+        self.assertIsNone(reading.guard['reference'])
+        self.assertEqual({'cpus', 'memory_mb'}, set(
+            reading.guard['hypervisors']['hv02.example.net']))
+
+    def test_no_cpu_series_is_no_cpus(self):
+        reading = self.read(self.client(cpus=by_target([32, None, 16])))
+        self.assertEqual(0, reading.guard['hypervisors'][
+            'hv02.example.net']['cpus'])
+        # Nobody's CPUs at all: the cpu collector is off, not zero CPUs.
+        reading = self.read(self.client(cpus=[]))
+        self.assertNotIn('cpus', reading.guard['hypervisors'][
+            'hv02.example.net'])
+
+    def test_untrusted_answers_say_nothing(self):
+        nan, inf = float('nan'), float('inf')
+        reading = self.read(self.client(
+            cpus=by_target([32, 48, 16]) + by_target([64]),  # hv01 twice
+            memory=by_target([nan, -1.0, inf]),
+            cpu_before=by_target([1.7, nan, .3]),
+            servers_before=[({'instance': 'elsewhere', 'job': 'x'}, 5)]))
+        facts = reading.guard['hypervisors']
+        self.assertEqual({'servers_before': 0, 'busiest_server': 's1',
+                          'busiest_cpu': 2.5}, facts['hv01.example.net'])
+        self.assertEqual({'cpus': 48, 'servers_before': 0},
+                         facts['hv02.example.net'])
+        self.assertEqual({'cpus': 16, 'before': {'cpu': .3, 'ram': .2},
+                          'servers_before': 0}, facts['hv03.example.net'])
+
+    def test_a_failing_guard_query_is_a_note(self):
+        client = self.client()
+        client.guard_fail = prometheus.PrometheusError('rejected: no')
+        reading = self.read(client)
+        self.assertEqual(3, len(reading.hosts))
+        # What the server queries tell is still there.
+        self.assertEqual({'hv01.example.net': {
+            'busiest_server': 's1', 'busiest_cpu': 2.5}},
+            reading.guard['hypervisors'])
+        self.assertIn('the guard\'s query failed (rejected: no)',
+                      ' '.join(reading.notes))

@@ -5,7 +5,9 @@ import unittest
 
 from prometheus_client import parser
 
+from osc_leveller.core import config
 from osc_leveller.core import executor
+from osc_leveller.core import guard
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
@@ -135,6 +137,62 @@ class TestLastSuccess(unittest.TestCase):
                      ]:
             self.assertIsNone(runmetrics.last_success(text, 'apply', NOW),
                               text)
+
+
+class TestGuard(unittest.TestCase):
+    """The guard's reasons, and the last run that found the metrics
+    plausible: the next run's reference, kept while the guard holds."""
+
+    P = runmetrics.PREFIX
+
+    def record(self, findings, previous=NOW - 600):
+        record = runmetrics.Record('apply', NOW - 30)
+        record.previous_plausible = previous
+        if findings is not None:
+            record.examined(findings, NOW - 20)
+        return samples(runmetrics.exposition(record, 0, NOW, None))
+
+    def plausible(self, got):
+        return got.get((self.P + 'last_plausible_timestamp_seconds',
+                        frozenset([('command', 'apply')])))
+
+    def test_each_finding_is_a_sample_with_its_reason(self):
+        got = self.record([guard.Finding('az1/Gen1', 'capacity', 'x'),
+                           guard.Finding('az1/Gen1', 'load_jump', 'y'),
+                           guard.Finding('az2/Gen1', 'coverage_drop', 'z')])
+        held = {(dict(labels)['domain'], dict(labels)['reason'])
+                for name, labels in got
+                if name == self.P + 'last_run_implausible_metrics'}
+        self.assertEqual({('az1/Gen1', 'capacity'), ('az1/Gen1', 'load_jump'),
+                          ('az2/Gen1', 'coverage_drop')}, held)
+        self.assertTrue(held <= {(d, r) for d in ('az1/Gen1', 'az2/Gen1')
+                                 for r in config.GUARD_CHECKS})
+        # Compared and held: the reference stays the previous one.
+        self.assertEqual(NOW - 600, self.plausible(got))
+
+    def test_plausible_is_the_reads_time(self):
+        self.assertEqual(NOW - 20, self.plausible(self.record([])))
+        # A capacity finding compares nothing: the reference moves on.
+        self.assertEqual(NOW - 20, self.plausible(self.record(
+            [guard.Finding('az1/Gen1', 'capacity', 'x')])))
+
+    def test_kept_when_the_run_never_looked(self):
+        self.assertEqual(NOW - 600, self.plausible(self.record(None)))
+        self.assertIsNone(self.plausible(self.record(None, previous=None)))
+
+    def test_read_back_as_strictly_as_the_last_success(self):
+        text = runmetrics.exposition(runmetrics.Record('apply', NOW), 0,
+                                     NOW, None)
+        self.assertIsNone(runmetrics.last_plausible(text, 'apply', NOW))
+        record = runmetrics.Record('apply', NOW - 30)
+        record.examined([], NOW - 20)
+        text = runmetrics.exposition(record, 0, NOW, None)
+        self.assertEqual(NOW - 20, runmetrics.last_plausible(
+            text, 'apply', NOW))
+        self.assertIsNone(runmetrics.last_plausible(text, 'evacuate', NOW))
+        self.assertIsNone(runmetrics.last_plausible(text + text, 'apply',
+                                                    NOW))
+        self.assertIsNone(runmetrics.last_plausible(text, 'apply', NOW - 60))
 
 
 class TestImbalance(unittest.TestCase):

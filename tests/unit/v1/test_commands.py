@@ -32,6 +32,7 @@ from tests.unit.core import test_drain
 from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_runmetrics
 from tests.unit.core import test_executor
+from tests.unit.core import test_guard
 from tests.unit.core import test_planner
 from tests.unit.v1 import test_run_lock
 
@@ -72,8 +73,9 @@ class CommandTest(base.TestCommand):
             'osc_leveller.v1.common',
             connection=mock.Mock(leveller_section=connection.leveller_section,
                                  open_connection=mock.Mock()),
-            measure=mock.Mock(
-                reader_from_settings=self.prometheus_settings.append),
+            measure=mock.Mock(reader_from_settings=(
+                lambda settings, **guard: self.prometheus_settings.append(
+                    settings))),
             collect=mock.Mock(CollectError=collect.CollectError, Collector=(
                 lambda conn, **kw: mock.Mock(collect=lambda: document))))
 
@@ -352,6 +354,29 @@ class TestTargetPlacement(CommandTest):
         self.assertEqual(plan_mod.PLACEMENT, saved.kind)
         self.assertIn('Path to the target placement: 2 live migrations (0 '
                       'parking)', self.app.stderr.getvalue())
+
+    def test_implausible_metrics_judged_on_allocations(self):
+        """hv2 reads full: moving a server there passes the ceiling, unless
+        the guard finds hv2's metrics implausible: then its domain is
+        judged on Placement allocations, where hv2 has room."""
+        doc = test_guard.cloud()
+        doc['hypervisors'][1]['metrics'].update(cpu=0.99, ram=0.99)
+        doc['guard']['hypervisors']['hv2']['before'] = {'cpu': 0.99,
+                                                        'ram': 0.99}
+        target = self.write('target.yaml', 'hv1-s0: hv2\n')
+        args = ['--snapshot', self.write('s.json', doc),
+                '--target-placement', target]
+        self.assert_command_error(plan.PlanLeveller, args, 'ceiling')
+        doc['guard']['hypervisors']['hv2']['cpus'] = 0
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', self.write('s.json', doc),
+            '--target-placement', target])
+        self.assertEqual([('hv1-s0', 'hv1', 'hv2')],
+                         [r[1:4] for r in rows])
+        self.assertIn('Implausible metrics: az1/Gen1: capacity: node_exporter '
+                      'of hv2 shows no CPUs (Placement: 32); destinations '
+                      'there are chosen from Placement allocations',
+                      self.app.stderr.getvalue())
 
     def test_errors(self):
         good = self.write('good.yaml', 'vm-0796: cmp-a02\n')

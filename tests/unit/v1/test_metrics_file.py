@@ -1,21 +1,26 @@
 """apply and evacuate leave node_exporter textfile metrics of their run."""
 
+import dataclasses
 import os
 import stat
+import time
 
 from osc_lib import exceptions
 
 from osc_leveller.core import files
+from osc_leveller.core import model
 from osc_leveller.core import runmetrics
+from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import runfiles
+from tests.unit import builders as b
 from tests.unit.core import test_runmetrics
 from tests.unit.v1 import test_commands
 
 P = runmetrics.PREFIX
 
 
-class TestMetricsFile(test_commands.SimulatedNovaTest):
+class MetricsFileTest(test_commands.SimulatedNovaTest):
     def setUp(self):
         super().setUp()
         self.textfiles = os.path.join(self.tmp.name, 'textfile')
@@ -29,6 +34,8 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
         labels['command'] = command
         return self.metrics()[P + name, frozenset(labels.items())]
 
+
+class TestMetricsFile(MetricsFileTest):
     def test_a_cron_run_reports_its_moves_and_imbalance(self):
         code, out, err = self.apply(['--batch', '1', '--metrics-file',
                                      self.path])
@@ -221,3 +228,69 @@ class TestMetricsFile(test_commands.SimulatedNovaTest):
                                        'evacuate', domain='az1/Gen1'))
         self.assertGreater(self.value('last_run_imbalance_after', 'evacuate',
                                       domain='az1/Gen1'), 0)
+
+
+class TestGuardInTheMetricsFile(MetricsFileTest):
+    """What the guard finds goes into the file, and the last run that
+    found the metrics plausible stays there while it holds."""
+
+    def guarded(self, facts, cpu=None):
+        """The cloud FakeNova shows, with the guard's facts of each
+        hypervisor and, if given, each one's measured CPU now."""
+        for hyp in self.nova.hyps:
+            if cpu:
+                hyp['metrics'] = {'cpu': cpu[hyp['name']], 'ram': 0.4}
+        real = self.nova.snapshot
+
+        def snapshot(moves=None):
+            return dataclasses.replace(real(moves), guard=model.GuardFacts(
+                reference=time.time() - 600, reference_from='metrics_file',
+                window=60.0, hypervisors=model.frozen_mapping(facts)))
+        self.nova.snapshot = snapshot
+
+    def test_held_runs_say_why_and_keep_the_reference(self):
+        self.guarded({'hv2': model.HostFacts(cpus=0)})
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertIn('Held: az1/Gen1 (imbalance ', err)
+        self.assertIn('implausible metrics, nothing planned: capacity: '
+                      'node_exporter of hv2 shows no CPUs (Placement: 32)',
+                      err)
+        self.assertEqual([], self.nova.calls)
+        self.assertEqual(1, self.value('last_run_implausible_metrics',
+                                       domain='az1/Gen1', reason='capacity'))
+        # A wrong size compares nothing: this read is the next reference.
+        first = self.value('last_plausible_timestamp_seconds')
+        self.assertEqual(snapshot_io.parse_time(b.TAKEN_AT), first)
+        # Then three of the four read saturated at once.
+        before = model.HostMetrics(cpu=0.1, ram=0.4)
+        self.guarded({h: model.HostFacts(cpus=32, before=before)
+                      for h in ('hv1', 'hv2', 'hv3', 'hv4')},
+                     cpu={'hv1': 0.1, 'hv2': 1.0, 'hv3': 1.0, 'hv4': 1.0})
+        code, out, err = self.apply(['--batch', '1', '--metrics-file',
+                                     self.path])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertIn('load_jump: 3 of 4 hypervisors\' CPU rose', err)
+        self.assertEqual([], self.nova.calls)
+        self.assertEqual(1, self.value('last_run_implausible_metrics',
+                                       domain='az1/Gen1', reason='load_jump'))
+        self.assertNotIn((P + 'last_run_implausible_metrics', frozenset({
+            'command': 'apply', 'domain': 'az1/Gen1',
+            'reason': 'capacity'}.items())), self.metrics())
+        self.assertEqual(first, self.value('last_plausible_timestamp_seconds'))
+
+    def test_evacuate_goes_on_from_allocations(self):
+        self.guarded({'hv2': model.HostFacts(cpus=0)})
+        evacuate = test_commands.TestEvacuate.evacuate
+        code, rows, err = evacuate(self, ['hv1', '--metrics-file', self.path,
+                                          '-f', 'json'])
+        self.assertEqual(0, code, err)
+        self.assertIn('Implausible metrics: az1/Gen1: capacity: node_exporter '
+                      'of hv2 shows no CPUs (Placement: 32); destinations '
+                      'there are chosen from Placement allocations', err)
+        self.assertEqual(8, self.value('last_run_moves', 'evacuate',
+                                       status='done', reason='migrated'))
+        self.assertEqual(1, self.value('last_run_implausible_metrics',
+                                       'evacuate', domain='az1/Gen1',
+                                       reason='capacity'))

@@ -139,6 +139,25 @@ class TestOverloadedHost(base.DevcloudTestCase):
             before_pressure['hv01'] - 0.05,
             60, message='hv01 CPU pressure to fall')
 
+    def test_exporter_faults_as_prometheus_scrapes_them(self):
+        """devcloud fault HOST metrics MODE (by host or node name): the
+        scrape of a node_exporter without CPUs, then one that fails."""
+        self.wait_for_fresh_series()
+        cpus = 'count by (instance, job) (node_cpu_seconds_total{mode="idle"})'
+        base.devcloud('fault', 'hv02', 'metrics', 'zero-cpus')
+        self.addCleanup(base.devcloud, 'fault', 'hv02', 'metrics', 'clear')
+        base.wait_for(lambda: 'hv02' not in base.by_host(cpus), 30,
+                      message='hv02 without CPU series')
+        self.assertEqual(16, base.by_host(cpus)['hv03'])
+        self.assertIn('hv02', base.by_host('node_memory_MemTotal_bytes'))
+        base.devcloud('fault', self.node['hv02'], 'metrics', 'down')
+        # A failed scrape marks the target's series stale at once.
+        base.wait_for(lambda: 'hv02' not in base.by_host(
+            'node_memory_MemTotal_bytes'), 30, message='hv02 not scraped')
+        base.devcloud('fault', 'hv02', 'metrics', 'clear')
+        base.wait_for(lambda: base.by_host(cpus).get('hv02') == 16, 30,
+                      message='hv02 scraped with its 16 CPUs again')
+
     def test_failed_migration_rolls_back_to_the_source(self):
         # a fault is switched by host or by node name
         base.devcloud('fault', self.node['hv04'], 'fail-incoming')

@@ -17,8 +17,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 
@@ -405,6 +407,132 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(self.model.hypervisors(), ['hv01'])
         s = self.scrape('hv01', T0 + 5)
         self.assertAlmostEqual(get(s, 'node_cpu_seconds_total', cpu='15', mode='idle'), 0.98)
+
+
+class FaultsTest(unittest.TestCase):
+    """Each fault of Faults, as a scrape shows it (POST /fault sets them)."""
+
+    def setUp(self):
+        self.hosts = [exporter.Host('hv01', 8, 32768, 'hv01'),
+                      exporter.Host('hv02', 4, 16384, 'hv02')]
+        self.servers = [srv('a', 'hv01', vcpus=4, cpu='0.5'),
+                        srv('b', 'hv02', vcpus=2, cpu='0.5')]
+        self.model = exporter.Model()
+        self.faults = exporter.Faults()
+        self.exporter = exporter.Exporter(self.model, exporter.FLAVOURS['kolla'],
+                                          exporter.machine_uname(), self.faults)
+        self.update(T0)
+
+    def update(self, now):
+        self.model.update(self.hosts, self.servers, now, self.faults)
+
+    def scrape(self, role, hv, now):
+        return parse(self.exporter.render(role, hv, now))[0]
+
+    def cpu_time(self, now):
+        """The CPU time of server a, hv01's only one."""
+        samples = self.scrape('libvirt', 'hv01', now)
+        return get(samples, 'libvirt_domain_info_cpu_time_seconds_total')
+
+    def fault(self, mode, now, hv='hv01'):
+        if mode == 'restart':
+            self.model.restart(hv, now)
+        self.faults.set(hv, mode, now)
+
+    def test_zero_cpus_leaves_no_cpu_series(self):
+        self.fault('zero-cpus', T0)
+        samples = self.scrape('node', 'hv01', T0 + 2)
+        self.assertFalse([n for n, _ in samples if n.startswith('node_cpu_')])
+        self.assertEqual(0, get(samples, 'node_scrape_collector_success', collector='cpu'))
+        self.assertEqual(32 * GIB, get(samples, 'node_memory_MemTotal_bytes'))
+        self.fault('clear', T0 + 2)
+        self.assertEqual(8, len({dict(lbls)['cpu'] for n, lbls in self.scrape(
+            'node', 'hv01', T0 + 4) if n == 'node_cpu_seconds_total'}))
+
+    def test_relabel_serves_the_next_hypervisors_series(self):
+        self.fault('relabel', T0)
+        samples = self.scrape('node', 'hv01', T0 + 2)
+        self.assertEqual(16 * GIB, get(samples, 'node_memory_MemTotal_bytes'))
+        uname, = [dict(lbls) for n, lbls in samples if n == 'node_uname_info']
+        self.assertEqual('hv02', uname['nodename'])
+        # Round: the last one's is the first's; libvirt's stay its own.
+        self.fault('relabel', T0, hv='hv02')
+        self.assertEqual(32 * GIB, get(self.scrape('node', 'hv02', T0 + 2),
+                                       'node_memory_MemTotal_bytes'))
+        self.assertGreater(self.cpu_time(T0 + 2), 0)
+
+    def test_down_answers_no_scrape(self):
+        self.fault('down', T0)
+        for role in ('node', 'libvirt'):
+            self.assertRaises(exporter.Unavailable, self.exporter.render, role, 'hv01',
+                              T0 + 60)
+        self.assertTrue(self.scrape('node', 'hv02', T0 + 60))
+        self.assertEqual([('hv01', 'down')], self.faults.listing(T0 + 60))
+
+    def test_restart_counts_from_zero_after_a_gap(self):
+        self.update(T0 + 10)
+        before = self.cpu_time(T0 + 10)
+        idle_hv02 = get(self.scrape('node', 'hv02', T0 + 10), 'node_cpu_seconds_total',
+                        mode='idle')
+        self.fault('restart', T0 + 10)
+        self.assertRaises(exporter.Unavailable, self.exporter.render, 'node', 'hv01',
+                          T0 + 10 + exporter.RESTART_SECONDS - 1)
+        later = T0 + 10 + exporter.RESTART_SECONDS
+        self.assertAlmostEqual(2.0 * exporter.RESTART_SECONDS, self.cpu_time(later))
+        self.assertLess(self.cpu_time(later), before)
+        node = self.scrape('node', 'hv01', later)
+        self.assertAlmostEqual(exporter.RESTART_SECONDS * 8 * (1 - (2 + 0.16) / 8),
+                               get(node, 'node_cpu_seconds_total', mode='idle'))
+        # The other hypervisor goes on counting.
+        self.assertGreater(get(self.scrape('node', 'hv02', later), 'node_cpu_seconds_total',
+                               mode='idle'), idle_hv02)
+        self.assertEqual([], self.faults.listing(later))
+
+    def test_impossible_runs_servers_faster_than_their_vcpus(self):
+        self.fault('impossible', T0)
+        self.update(T0)
+        start = self.cpu_time(T0)  # scrapes in time order: the model never goes back
+        rate = (self.cpu_time(T0 + 10) - start) / 10
+        self.assertAlmostEqual(exporter.IMPOSSIBLE_FACTOR * 2.0, rate)
+        self.assertGreater(rate, 4)  # its 4 vCPUs
+        self.fault('clear', T0 + 10)
+        self.update(T0 + 10)
+        start = self.cpu_time(T0 + 10)
+        self.assertAlmostEqual(2.0, (self.cpu_time(T0 + 20) - start) / 10)
+
+    def test_saturate_reads_every_cpu_busy(self):
+        self.fault('saturate', T0)
+        self.update(T0)
+        a, b = self.scrape('node', 'hv01', T0), self.scrape('node', 'hv01', T0 + 10)
+        self.assertEqual(0, get(b, 'node_cpu_seconds_total', mode='idle')
+                         - get(a, 'node_cpu_seconds_total', mode='idle'))
+
+    def test_the_control_endpoint(self):
+        poller = exporter.Poller(None, self.model, None, 30.0, self.faults)
+        poller.hosts = self.hosts
+        handler = type('Handler', (exporter.ControlHandler,), {'poller': poller})
+        server = exporter.TargetServer(('127.0.0.1', 0), handler)
+        server.target = None
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        self.addCleanup(exporter._stop_server, server)
+        url = 'http://127.0.0.1:%d/fault' % server.server_address[1]
+
+        def post(body):
+            request = urllib.request.Request(url, data=body.encode(), method='POST')
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+        self.assertEqual((200, 'fault down on hv01\n'), post('hv01 down'))
+        self.assertEqual('down', self.faults.mode('hv01', time.time()))
+        status, text = post('hv09 down')
+        self.assertEqual(400, status)
+        self.assertIn('hv01, hv02', text)
+        self.assertEqual(400, post('hv02 melt')[0])
+        self.assertEqual(200, post('hv01 clear')[0])
+        self.assertIsNone(self.faults.mode('hv01', time.time()))
 
 
 class FormatTest(unittest.TestCase):
