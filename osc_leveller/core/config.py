@@ -268,6 +268,12 @@ KEYS = (
         help='Seconds to wait for each Prometheus answer'),
     Key('prometheus.retries', INT, 2, minimum=0, maximum=10,
         help='Retries of a query that got no answer or HTTP 5xx'),
+    Key('prometheus.max_answer_mb', INT, 512, minimum=1,
+        maximum=1024 * 1024,
+        help='Largest answer to one query read, in MiB; a larger one is '
+             'cut off and the run goes on with load from allocations. A '
+             'cloud of 500,000 servers answers a server query with about '
+             '100 MiB (200 bytes a server; 512 MiB leaves room for 1,000)'),
     Key('prometheus.window', TEXT, '5m',
         help='Smoothing window of rate() in the queries ({window})'),
     Key('prometheus.lasting', DURATION, None,
