@@ -407,7 +407,7 @@ def _walk(mapping, prefix, where, flat):
             known = {k.name.rsplit('.', i)[0] for k in KEYS for i in (0, 1)}
             close = difflib.get_close_matches(dotted, sorted(known), n=1)
             raise ConfigError('%s: unknown setting %s%s' % (
-                where, dotted,
+                where, errors.name(dotted),
                 ' (did you mean %s?)' % close[0] if close else ''))
 
 
@@ -553,9 +553,9 @@ def _query(value, bad):
         # fail when the query is filled in, in the middle of a live read.
         if name not in PLACEHOLDERS or spec or conversion:
             raise bad('PromQL whose placeholders are {window} and {label}, '
-                      'not {%s%s%s}; write braces of PromQL as {{ }}' % (
-                          name, '!' + conversion if conversion else '',
-                          ':' + spec if spec else ''))
+                      'not %s; write braces of PromQL as {{ }}' % errors.name(
+                          '{%s%s%s}' % (name, '!' + conversion if conversion
+                                        else '', ':' + spec if spec else '')))
 
 
 def weight_flags(pairs, where='--weight'):
@@ -568,9 +568,9 @@ def weight_flags(pairs, where='--weight'):
         key = BY_NAME.get('weights.' + name.strip())
         if not sep or key is None:
             raise ConfigError('%s %s: use NAME=VALUE with NAME one of %s' % (
-                where, pair, ', '.join(names)))
-        flat[key.name] = check(key, value.strip(), '%s %s' % (where, pair),
-                               flag=True)
+                where, errors.name(pair), ', '.join(names)))
+        flat[key.name] = check(key, value.strip(), '%s %s' % (
+            where, errors.name(pair)), flag=True)
     return flat
 
 
