@@ -124,6 +124,7 @@ class Executor:
         self.clock = clock
         self.sleep = sleep
         self.wall = wall
+        self._names, self._seen, self._stopped = {}, None, {}  # see run()
 
     def run(self, moves, snapshot=None):
         """The Run of the moves. snapshot: the state just read.
