@@ -26,6 +26,7 @@ from osc_leveller.cloud import answers
 from osc_leveller.cloud import coverage
 from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import hostmatch
+from osc_leveller.cloud import identity
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import snapshot
 
@@ -243,6 +244,7 @@ class Collector:
                 aggregates=aggs, servers=found, groups=groups,
                 migrations=migs, providers=providers,
                 allocations=allocations, unanswered=unanswered)
+            document['source'].update(identity.of(self.conn))
             self.children = {rp['uuid']: rp['name'] for rp, _ in providers
                              if rp.get('parent_provider_uuid')}
             self.host_ips = {h['hypervisor_hostname']: h.get('host_ip')

@@ -532,7 +532,9 @@ def reader_from_settings(settings, capacity=True, reference=None):
         password=password, ca_bundle=settings.get('ca_bundle'),
         timeout=settings.get('timeout', 10.0),
         connect_timeout=settings.get('connect_timeout', 5.0),
-        retries=settings.get('retries', 2))
+        retries=settings.get('retries', 2),
+        max_answer_mb=settings.get('max_answer_mb') or config.BY_NAME[
+            'prometheus.max_answer_mb'].default)
     profile = PROFILES[settings.get('profile', 'pressure')]
     queries = {m: q for m, q in HOST_QUERIES.items() if m in profile}
     queries.update(settings.get('queries') or {})

@@ -100,8 +100,12 @@ def _exchange(moves, state):
     for move in moves:
         first.setdefault(move.server_id, move.source)
         last[move.server_id] = move.destination
+    gone = [sid for sid in first if state.snapshot.server(sid) is None]
+    if gone:
+        return 'its exchange\'s server %s no longer exists' % gone[0]
     hosts = sorted(set(first.values()) | set(last.values()))
-    after = state.copy()
+    after = state.trial({h for m in moves for h in (m.source, m.destination)}
+                        | {state.host_of(sid) for sid in first})
     for move in moves:
         after.apply(move.server_id, move.destination)
     hottest = max(hosts, key=state.score)

@@ -284,6 +284,12 @@ KEYS = (
         help='Seconds to wait for each Prometheus answer'),
     Key('prometheus.retries', INT, 2, minimum=0, maximum=10,
         help='Retries of a query that got no answer or HTTP 5xx'),
+    Key('prometheus.max_answer_mb', INT, 512, minimum=1,
+        maximum=1024 * 1024,
+        help='Largest answer to one query read, in MiB; a larger one is '
+             'cut off and the run goes on with load from allocations. A '
+             'cloud of 500,000 servers answers a server query with about '
+             '100 MiB (200 bytes a server; 512 MiB leaves room for 1,000)'),
     Key('prometheus.window', TEXT, '5m',
         help='Smoothing window of rate() in the queries ({window})'),
     Key('prometheus.lasting', DURATION, None,
@@ -442,7 +448,7 @@ def _walk(mapping, prefix, where, flat):
             known = {k.name.rsplit('.', i)[0] for k in KEYS for i in (0, 1)}
             close = difflib.get_close_matches(dotted, sorted(known), n=1)
             raise ConfigError('%s: unknown setting %s%s' % (
-                where, dotted,
+                where, errors.name(dotted),
                 ' (did you mean %s?)' % close[0] if close else ''))
 
 
@@ -589,9 +595,9 @@ def _query(value, bad):
         # fail when the query is filled in, in the middle of a live read.
         if name not in PLACEHOLDERS or spec or conversion:
             raise bad('PromQL whose placeholders are {window} and {label}, '
-                      'not {%s%s%s}; write braces of PromQL as {{ }}' % (
-                          name, '!' + conversion if conversion else '',
-                          ':' + spec if spec else ''))
+                      'not %s; write braces of PromQL as {{ }}' % errors.name(
+                          '{%s%s%s}' % (name, '!' + conversion if conversion
+                                        else '', ':' + spec if spec else '')))
 
 
 def weight_flags(pairs, where='--weight'):
@@ -604,9 +610,9 @@ def weight_flags(pairs, where='--weight'):
         key = BY_NAME.get('weights.' + name.strip())
         if not sep or key is None:
             raise ConfigError('%s %s: use NAME=VALUE with NAME one of %s' % (
-                where, pair, ', '.join(names)))
-        flat[key.name] = check(key, value.strip(), '%s %s' % (where, pair),
-                               flag=True)
+                where, errors.name(pair), ', '.join(names)))
+        flat[key.name] = check(key, value.strip(), '%s %s' % (
+            where, errors.name(pair)), flag=True)
     return flat
 
 

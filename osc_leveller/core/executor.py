@@ -27,6 +27,7 @@ from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import forecast
 from osc_leveller.core import model
+from osc_leveller.core import pending as pending_mod
 from osc_leveller.core import state as state_mod
 
 DONE = 'done'
@@ -87,6 +88,17 @@ class Result:
     reason: str = ''
     duration: float = None
     migration_id: str = ''
+    # The server's name as the cloud read before the move names it; None
+    # when the cloud does not know the server.
+    server: str = None
+
+    @property
+    def plan_name(self):
+        """The plan's name of the server when the cloud names it
+        otherwise, else '': a plan file may name one server and carry
+        another's id."""
+        named = self.move.server_name
+        return named if named and named != self.server else ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,14 +130,15 @@ class Executor:
         self.planner_options = planner_options
         self.options = options
         self.journal = journal or (lambda event, **fields: None)
-        self.journal_error = None  # why the journal took no more records
-        # What a run left when it was interrupted (KeyboardInterrupt).
-        self.interrupted = None
-        self._asking = None  # the move Nova is being asked to migrate
         self.progress = progress or (lambda text: None)
         self.clock = clock
         self.sleep = sleep
         self.wall = wall
+        self._names, self._seen, self._stopped = {}, None, {}  # see run()
+        self.journal_error = None  # why the journal took no more records
+        # What a run left when it was interrupted (KeyboardInterrupt).
+        self.interrupted = None
+        self._asking = None  # the move Nova is being asked to migrate
 
     def run(self, moves, snapshot=None):
         """The Run of the moves. snapshot: the state just read.
@@ -141,15 +154,19 @@ class Executor:
         """
         moves = list(moves)
         results = {}
-        pending = list(moves)
+        pending = pending_mod.Pending(moves)
+        # Server names as the cloud last read names them (see _server).
+        self._names, self._seen = {}, snapshot
+        # The last result of each exchange that did not succeed.
+        self._stopped = {}
         running = {}  # move -> _Watch
         try:
             error = self._loop(moves, snapshot, results, pending, running)
         except KeyboardInterrupt:
             if self._asking is not None:  # Nova may have taken it
-                results[self._asking] = Result(
+                self._record(results, Result(
                     self._asking, STARTED, 'interrupted while Nova was asked '
-                    'to migrate it')
+                    'to migrate it'))
             self._unfinished([m for m in running if m not in results],
                              [m for m in moves if m not in results
                               and m not in running], results, 'interrupted')
@@ -164,6 +181,7 @@ class Executor:
         """Start, watch and settle the moves; why the run stopped early,
         or None."""
         stale = self.stale or checks.BalancePlan(moves)
+        index = {id(move): i for i, move in enumerate(moves)}
         # The batch counts moves, an exchange's moves as one: half an
         # exchange may leave the load worse than before.
         budget = len(moves) if self.options.batch is None else \
@@ -187,21 +205,22 @@ class Executor:
                     continue
                 # Nothing chosen while moves run: wait for one to end.
                 look = not running
-                back = []  # not started as the journal failed first
                 for move in chosen:
                     if self.journal_error is not None:
-                        back.append(move)
+                        started = False
                     elif self.options.dry_run:
-                        results[move] = Result(move, DRY_RUN,
-                                               're-checked against the cloud')
-                        self._record('would-run', **_move_fields(move))
-                    elif not self._start(move, chosen[move], results,
-                                         running, len(moves)):
-                        back.append(move)
+                        self._record(results, Result(
+                            move, DRY_RUN, 're-checked against the cloud'))
+                        self._log('would-run', **self._fields(move))
+                        continue
+                    else:
+                        started = self._start(move, chosen[move], results,
+                                              running, len(moves))
+                    if not started:  # the journal failed first
+                        pending.put_back(index[id(move)])
+                        units.discard(_unit(move))
                     elif move in results and self.options.stop_on_error:
                         stopped = True  # Nova refused it
-                pending[:0] = back
-                units.difference_update(_unit(m) for m in back)
                 snapshot = None  # the next start reads the cloud again
                 continue
             if not running or not self.options.wait:
@@ -213,13 +232,16 @@ class Executor:
                         results[move].status in PROBLEMS:
                     stopped = True
         error = error or self.journal_error
-        self._unfinished(running, pending, results, error or (
-            'not waited for; run again to continue' if not self.options.wait
-            else 'the batch limit of %d was reached' % budget
-            if len(units) >= budget else 'an earlier move failed'))
+        self._unfinished(running, [pending.moves[i] for i in pending.walk()],
+                         results, error or (
+                             'not waited for; run again to continue'
+                             if not self.options.wait
+                             else 'the batch limit of %d was reached' % budget
+                             if len(units) >= budget
+                             else 'an earlier move failed'))
         return error
 
-    def _record(self, event, **fields):
+    def _log(self, event, **fields):
         """Journal a record; False when the journal cannot take it, which
         stops the run from starting moves (what is under way goes on)."""
         try:
@@ -234,21 +256,24 @@ class Executor:
         has room for it (or it belongs to an exchange already started), a
         slot is free, and no earlier wave is still running."""
         return bool(pending) and (
-            len(units) < budget or any(_unit(m) in units for m in pending)
+            len(units) < budget or any(
+                pending.has_exchange(unit) for unit in units
+                if isinstance(unit, str))
         ) and len(running) < self.options.max_parallel and (
-            not self.options.waves or all(m.wave == pending[0].wave
-                                          for m in running))
+            not self.options.waves or all(
+                m.wave == pending.moves[pending.first].wave
+                for m in running))
 
-    def _unfinished(self, running, pending, results, why):
+    def _unfinished(self, running, waiting, results, why):
         """Results of the moves the run leaves: started and not waited
         for, or not started, and why."""
         for move in running:
-            results[move] = Result(move, STARTED, 'migrating; not waited '
-                                   'for', None)
-            self._record('started', **_move_fields(move))
-        for move in pending:
-            results[move] = Result(move, NOT_STARTED, why)
-            self._record('not-started', reason=why, **_move_fields(move))
+            self._record(results, Result(move, STARTED, 'migrating; not '
+                                         'waited for', None))
+            self._log('started', **self._fields(move))
+        for move in waiting:
+            self._record(results, Result(move, NOT_STARTED, why))
+            self._log('not-started', reason=why, **self._fields(move))
 
     def _round(self, pending, view, results, batch, running, stale):
         """Moves to start now, each with the compute host to ask Nova for;
@@ -265,74 +290,132 @@ class Executor:
         _View); ActionError when it cannot be read, nothing chosen then.
         """
         units, budget = batch
-        broken = {m.exchange: (m, r) for m, r in results.items()
-                  if m.exchange and r.status != DONE and
-                  r.status != DRY_RUN}
-        wave = pending[0].wave
+        wave = pending.moves[pending.first].wave
+        left = pending.waves[wave]  # moves of that wave not visited yet
         parallel = len(pending) if self.options.dry_run else \
             self.options.max_parallel - len(running)
         sources, destinations = {}, set()
         for move in running:
             sources[move.source] = sources.get(move.source, 0) + 1
             destinations.add(move.destination)
-        chosen = {}
-        for move in list(pending):
-            if len(chosen) >= parallel:
-                break
-            if _unit(move) not in units and len(units) >= budget:
-                continue
-            if (chosen or running) and not self.options.dry_run and (
-                    (self.options.waves and move.wave != wave)
-                    or sources.get(move.source, 0) >= self.options.per_source
-                    or move.source in destinations
-                    or move.destination in destinations
-                    or move.destination in sources):
-                continue
-            if move.exchange in broken:
-                other, result = broken[move.exchange]
-                reason = 'its %s stopped: %s was %s' % (
-                    move.exchange, _label(other), result.status)
-            else:
-                around = list(chosen) + self._ahead(
-                    move, pending, parallel - len(chosen), units, budget,
-                    wave)
-                try:
+        chosen, taken = {}, []
+        skipped, first = [], {}  # this round's skips of exchange moves
+        try:
+            for index in pending.walk():
+                move = pending.moves[index]
+                if len(chosen) >= parallel:
+                    break
+                if move.wave == wave:
+                    left -= 1
+                elif not left and (chosen or running) and \
+                        self.options.waves and not self.options.dry_run:
+                    break  # only later waves are left: they wait
+                if _unit(move) not in units and len(units) >= budget:
+                    continue
+                if (chosen or running) and not self.options.dry_run and (
+                        (self.options.waves and move.wave != wave)
+                        or sources.get(move.source, 0) >=
+                        self.options.per_source
+                        or move.source in destinations
+                        or move.destination in destinations
+                        or move.destination in sources):
+                    continue
+                # A round sees the stops recorded before it, and the first
+                # of its own for an exchange that had none.
+                stop = move.exchange and (self._stopped.get(move.exchange)
+                                          or first.get(move.exchange))
+                if stop:
+                    other, result = stop
+                    reason = 'its %s stopped: %s was %s' % (
+                        move.exchange, self._label(other), result.status)
+                else:
                     snapshot, state, rules = view.read(
-                        self.actions, around, list(chosen),
-                        self.planner_options)
-                except ActionError:
-                    for m in chosen:
-                        units.discard(_unit(m))
-                    raise
-                reason = stale(move, snapshot, state, rules)
-            pending.remove(move)
-            if reason:
-                results[move] = Result(move, SKIPPED, reason)
-                if move.exchange:
-                    broken.setdefault(move.exchange, (move, results[move]))
-                self._record('skipped', reason=reason, **_move_fields(move))
-                self.progress('%s: skipped, %s' % (_label(move), reason))
-                continue
-            chosen[move] = snapshot.hypervisor(move.destination).host
-            units.add(_unit(move))
-            state.apply(move.server_id, move.destination)
-            sources[move.source] = sources.get(move.source, 0) + 1
-            destinations.add(move.destination)
+                        self.actions, lambda: list(chosen) + self._ahead(
+                            index, pending, parallel - len(chosen), units,
+                            budget, (wave, left)),
+                        chosen, self.planner_options)
+                    self._seen = snapshot
+                    self._names[move.server_id] = _name_in(snapshot, move)
+                    reason = stale(move, snapshot, state, rules)
+                pending.remove(index)
+                if reason:
+                    result = self._record(results, Result(move, SKIPPED,
+                                                          reason), later=True)
+                    if move.exchange:
+                        skipped.append((move, result))
+                        first.setdefault(move.exchange, (move, result))
+                    self._log('skipped', reason=reason,
+                              **self._fields(move))
+                    self.progress('%s: skipped, %s' % (self._label(move),
+                                                       reason))
+                    continue
+                chosen[move] = snapshot.hypervisor(move.destination).host
+                taken.append(index)
+                units.add(_unit(move))
+                state.apply(move.server_id, move.destination)
+                sources[move.source] = sources.get(move.source, 0) + 1
+                destinations.add(move.destination)
+        except ActionError:
+            # Not started: pending again, so the run says so.
+            for index in taken:
+                pending.put_back(index)
+                units.discard(_unit(pending.moves[index]))
+            raise
+        finally:
+            for move, result in skipped:
+                self._stopped[move.exchange] = (move, result)
         return chosen
 
-    def _ahead(self, move, pending, slots, units, budget, wave):
+    def _ahead(self, index, pending, slots, units, budget, wave):
         """The move, the rest of its exchange, and the next moves that may
-        fill the round's other slots: what one read of the cloud covers."""
-        ahead = [move] + [m for m in pending if move.exchange and
-                          m is not move and m.exchange == move.exchange]
-        for other in pending[pending.index(move) + 1:]:
-            if len(ahead) >= slots:
+        fill the round's other slots: what one read of the cloud covers.
+        wave: (the round's wave, how many of its moves are pending after
+        this one)."""
+        wave, left = wave
+        taken = {index} | set(pending.mates(index))
+        ahead = [pending.moves[i] for i in [index] + pending.mates(index)]
+        for other in pending.after(index):
+            if len(ahead) >= slots or (self.options.waves and not left):
                 break
-            if other not in ahead and (
-                    _unit(other) in units or len(units) < budget) and (
-                    not self.options.waves or other.wave == wave):
-                ahead.append(other)
+            move = pending.moves[other]
+            if move.wave == wave:
+                left -= 1
+            if other not in taken and (
+                    _unit(move) in units or len(units) < budget) and (
+                    not self.options.waves or move.wave == wave):
+                ahead.append(move)
         return ahead
+
+    def _record(self, results, result, later=False):
+        """results[move] = result, with the server's name as the cloud
+        names it. A stopped exchange is remembered (at the end of the
+        round, when later)."""
+        result.server = self._server(result.move)
+        results[result.move] = result
+        if result.move.exchange and result.status not in (DONE, DRY_RUN) \
+                and not later:
+            self._stopped[result.move.exchange] = (result.move, result)
+        return result
+
+    def _server(self, move):
+        """The server's name in the state read for its move, else in the
+        last state read; None when the cloud does not know it."""
+        if move.server_id in self._names:
+            return self._names[move.server_id]
+        return _name_in(self._seen, move) if self._seen else None
+
+    def _label(self, move):
+        return '%s %s -> %s' % (self._server(move) or move.server_id,
+                                move.source, move.destination)
+
+    def _fields(self, move):
+        """A move's fields in the journal: the server as the cloud names
+        it, and as the plan does when that differs."""
+        fields = {'server_id': move.server_id, 'server': self._server(move),
+                  'source': move.source, 'destination': move.destination}
+        if move.server_name and move.server_name != fields['server']:
+            fields['plan_server'] = move.server_name
+        return fields
 
     def _start(self, move, host, results, running, total):
         """Ask Nova to migrate the server to the compute host: the move is
@@ -340,8 +423,8 @@ class Executor:
         could not say so first: nothing asked, no result."""
         since = self.wall()
         number = len(results) + len(running) + 1
-        if not self._record('migrate', destination_host=host,
-                            **_move_fields(move)):
+        if not self._log('migrate', destination_host=host,
+                         **self._fields(move)):
             return False
         self._asking = move
         try:
@@ -350,16 +433,16 @@ class Executor:
             else:
                 self.actions.live_migrate(move.server_id, host)
         except ActionError as exc:
-            results[move] = Result(move, FAILED, str(exc), 0.0)
             self._asking = None
-            self._record('failed', reason=str(exc), **_move_fields(move))
+            self._record(results, Result(move, FAILED, str(exc), 0.0))
+            self._log('failed', reason=str(exc), **self._fields(move))
             self.progress('[%d/%d] %s: failed, %s' % (
-                number, total, _label(move), exc))
+                number, total, self._label(move), exc))
             return True
         running[move] = _Watch(number, host, since, self.clock())
         self._asking = None
         self.progress('[%d/%d] %s: migrating' % (number, total,
-                                                 _label(move)))
+                                                 self._label(move)))
         return True
 
     def _settle(self, running, results, total):
@@ -371,13 +454,13 @@ class Executor:
                 continue
             del running[move]
             ended.append(move)
-            results[move] = result
-            self._record(result.status, reason=result.reason,
-                         duration=round(result.duration, 1),
-                         migration_id=result.migration_id,
-                         **_move_fields(move))
+            self._record(results, result)
+            self._log(result.status, reason=result.reason,
+                      duration=round(result.duration, 1),
+                      migration_id=result.migration_id,
+                      **self._fields(move))
             self.progress('[%d/%d] %s: %s in %.0f s%s' % (
-                watch.number, total, _label(move), result.status,
+                watch.number, total, self._label(move), result.status,
                 result.duration, ', ' + result.reason
                 if result.status != DONE else ''))
         return ended
@@ -456,7 +539,7 @@ class Executor:
                           'migration cannot be aborted (status %s)' % (
                               elapsed, status or 'unknown'),
                           elapsed, mig_id)
-        self._record('abort', migration_id=mig_id, **_move_fields(move))
+        self._log('abort', migration_id=mig_id, **self._fields(move))
         try:
             self.actions.abort(move.server_id, migration.id)
         except ActionError as exc:
@@ -481,11 +564,16 @@ class _View:
         self.covers = set()
 
     def read(self, actions, around, chosen, planner_options):
-        """(snapshot, state, rules) fresh for the moves around."""
-        if self.state is not None and (
-                self.whole or {id(m) for m in around} <= self.covers):
+        """(snapshot, state, rules) fresh for the moves around() returns
+        (asked only when the cloud is read for them), with the chosen
+        moves applied."""
+        if self.state is not None and self.whole:
             return self.snapshot, self.state, self.rules
         if not self.whole:
+            around = around()
+            if self.state is not None and \
+                    {id(m) for m in around} <= self.covers:
+                return self.snapshot, self.state, self.rules
             self.snapshot = actions.snapshot(moves=around)
             self.covers = {id(m) for m in around}
         self.rules = filters.Rules(self.snapshot, planner_options)
@@ -532,11 +620,6 @@ def _unit(move):
     return move.exchange or id(move)
 
 
-def _label(move):
-    return '%s %s -> %s' % (move.server_name or move.server_id, move.source,
-                            move.destination)
-
-
-def _move_fields(move):
-    return {'server_id': move.server_id, 'server': move.server_name,
-            'source': move.source, 'destination': move.destination}
+def _name_in(snapshot, move):
+    server = snapshot.server(move.server_id)
+    return server.name if server is not None else None

@@ -29,6 +29,10 @@ class PlanError(errors.LevellerError, ValueError):
     """A plan file cannot be used; the message says why and where."""
 
 
+class OtherCloud(PlanError):
+    """The plan was made on another cloud than the one read now."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Move:
     server_id: str
@@ -153,6 +157,56 @@ def fingerprint(snap):
         add(group.id, group.policy, group.max_server_per_host,
             sorted(group.members))
     return 'sha256:' + hashlib.sha256(''.join(parts).encode()).hexdigest()
+
+
+def check_cloud(plan, snapshot):
+    """A note when it cannot be told whether the plan was made on the
+    snapshot's cloud, else None; OtherCloud when it was made on another.
+
+    A plan records its snapshot's source, and so the cloud it was read
+    from (cloud/identity.py). A plan that records none (made before the
+    source did, or on a snapshot of no cloud: the demo, a Watcher cluster
+    file) goes ahead with the note: the record is no seal (whoever edits a
+    plan file can write any cloud into it), only a guard against applying
+    a plan to the wrong cloud by mistake, and every move is checked
+    against the cloud either way.
+    """
+    made_on, here = _cloud(plan.snapshot_source), _cloud(snapshot.source)
+    if made_on is None:
+        return ('the plan records no cloud (it was made before osc-leveller '
+                'recorded one, or on a snapshot of none: the demo, a Watcher '
+                'cluster file): each move is checked against this cloud')
+    if here is None:
+        return ('this cloud\'s Keystone catalog names no Nova service, so it '
+                'cannot be compared with the plan\'s (%s): each move is '
+                'checked against this cloud' % describe(plan.snapshot_source))
+    if made_on[0] != here[0] or None not in (made_on[1], here[1]) and \
+            made_on[1] != here[1]:
+        raise OtherCloud(
+            'the plan was made on another cloud (%s) than this one (%s): '
+            'plan again on this cloud, or choose the plan\'s cloud with '
+            '--os-cloud' % (describe(plan.snapshot_source),
+                            describe(snapshot.source)))
+    return None
+
+
+def _cloud(source):
+    """(Nova's service id, its region) of a snapshot source, or None."""
+    service = source.get(snapshot_io.NOVA_SERVICE)
+    if not service:
+        return None
+    return service, source.get(snapshot_io.NOVA_REGION) or None
+
+
+def describe(source):
+    """A snapshot source's cloud in words: its clouds.yaml name, Keystone,
+    region and Nova service."""
+    parts = [fmt % errors.name(source[key]) for key, fmt in (
+        ('cloud', 'clouds.yaml cloud %s'),
+        (snapshot_io.KEYSTONE, 'Keystone %s'),
+        (snapshot_io.NOVA_REGION, 'region %s'),
+        (snapshot_io.NOVA_SERVICE, 'Nova service %s')) if source.get(key)]
+    return ', '.join(parts) or 'no cloud named'
 
 
 def to_document(plan):

@@ -25,6 +25,12 @@ from osc_leveller.core import watcher_cluster
 
 FORMAT = 'osc-leveller-snapshot/1'
 DEMO = 'demo'
+# Keys of a snapshot's source that say which cloud it was read from
+# (cloud/identity.py): what tells one cloud from another, and the auth URL
+# an operator reads.
+NOVA_SERVICE = 'nova_service'
+NOVA_REGION = 'nova_region'
+KEYSTONE = 'keystone'
 
 
 class SnapshotError(errors.LevellerError, ValueError):

@@ -63,6 +63,23 @@ class State:
         other.history = list(self.history)
         return other
 
+    def trial(self, hypervisors):
+        """A State to try a few moves among these hypervisors on, then
+        throw away: it copies their usage and load only (a copy of the
+        whole State per trial made a dry run of many exchanges slow down
+        as it went), and reads where servers are through this State, which
+        it leaves unchanged. Its moved and history hold its own moves."""
+        other = State.__new__(State)
+        other.snapshot = self.snapshot
+        other.load_model = self.load_model
+        other._host_of = collections.ChainMap({}, self._host_of)
+        other._usage = {name: collections.Counter(self._usage[name])
+                        for name in hypervisors if name in self._usage}
+        other._load = {name: list(self._load[name]) for name in hypervisors}
+        other.moved = set()
+        other.history = []
+        return other
+
     def apply(self, server_id, destination):
         """Record a live migration of the server to the destination."""
         server = self.snapshot.server(server_id)

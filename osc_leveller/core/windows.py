@@ -67,7 +67,7 @@ def zone(name):
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         raise WindowError('unknown time zone %s (an IANA name such as '
-                          'Europe/Berlin)' % name) from None
+                          'Europe/Berlin)' % errors.name(name)) from None
 
 
 def zone_name(tz):
@@ -237,7 +237,7 @@ def _field(text, field, name, low, high, names):
                 else high if slash else a
             if a > b:
                 raise WindowError('%s: %s range %s goes backwards' % (
-                    errors.quote(text), name, body))
+                    errors.quote(text), name, errors.name(body)))
         values.update(range(a, b + 1, int(step) if slash else 1))
     return frozenset(values)
 

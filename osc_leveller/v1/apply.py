@@ -79,6 +79,8 @@ class ApplyLeveller(migrating.MigratingCommand):
         snapshot = actions.snapshot()
         if snapshot.source.get('note'):
             say('Note: %s' % snapshot.source['note'])
+        if plan is not None:
+            _check_cloud(parsed_args.plan_file, plan, snapshot, say)
         options = common.planner_options(snapshot, effective, self.app)
         self.record.read(snapshot, options)
         journal('start', plan_file=parsed_args.plan_file,
@@ -156,3 +158,15 @@ def _read_plan(path, placement):
             '--placement-plan: %s is a %s plan, not a path to a target '
             'placement' % (path, plan.kind))
     return plan
+
+
+def _check_cloud(path, plan, snapshot, say):
+    """Refused (exit 1, before any move; the journal's end record says
+    why) when the plan file was made on another cloud; a note when that
+    cannot be told."""
+    try:
+        note = plan_mod.check_cloud(plan, snapshot)
+    except plan_mod.OtherCloud as exc:
+        raise exceptions.CommandError('%s: %s' % (path, exc)) from None
+    if note:
+        say('Note: %s: %s' % (path, note))

@@ -2,9 +2,12 @@
 
 import dataclasses
 import functools
+import re
 import time
 
 import yaml
+from cliff import columns as cliff_columns
+from cliff import show
 from osc_lib import exceptions
 
 from osc_leveller.cloud import collect
@@ -23,26 +26,74 @@ from osc_leveller.v1 import progress
 
 
 def boundary(take_action):
-    """The one place where an expected failure (core.errors.LevellerError:
-    a file, field, setting or cloud answer that is wrong) becomes the
-    OpenStackClient error the shell prints, exit code 1. Messages may quote
-    what came from outside, so they are made printable first."""
+    """The one place between a command and the shell.
+
+    An expected failure (core.errors.LevellerError: a file, field,
+    setting or cloud answer that is wrong) becomes the OpenStackClient
+    error the shell prints, exit code 1. Messages may quote what came from
+    outside, so they are made printable first. The text cells of the rows
+    become TerminalText: a table shows them printable, the structured
+    formats as they are.
+    """
     @functools.wraps(take_action)
     def run(self, parsed_args):
         try:
-            return take_action(self, parsed_args)
+            columns, data = take_action(self, parsed_args)
         except (errors.LevellerError, exceptions.CommandError) as exc:
             text = printable(str(exc))
             if isinstance(exc, exceptions.CommandError) and \
                     text == str(exc):
                 raise
             raise exceptions.CommandError(text) from exc
+        if isinstance(self, show.ShowOne):
+            return columns, tuple(_cell(value) for value in data)
+        return columns, [tuple(_cell(value) for value in row)
+                         for row in data]
     return run
 
 
+# What a terminal acts on instead of showing: an escape sequence (CSI
+# with its parameters, a string such as OSC up to its terminator, or ESC
+# and its final byte; from ESC or its one-character C1 form), then any
+# other C0 control, DEL or C1 control.
+_CONTROLS = re.compile(
+    r'(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?'
+    r'|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])'
+    r'[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?'
+    r'|\x1b[ -/]*[0-~]?'
+    r'|[\x00-\x1f\x7f-\x9f]')
+
+
 def printable(text):
-    """Text any terminal takes: a lone surrogate becomes its escape."""
-    return text.encode('utf-8', 'backslashreplace').decode('utf-8')
+    """Text a terminal shows as text on one line: a lone surrogate becomes
+    its escape, and control characters, with the escape sequences they
+    start, are removed, so a name from the cloud cannot move the cursor,
+    recolour or retitle the terminal, or hide what is around it."""
+    text = text.encode('utf-8', 'backslashreplace').decode('utf-8')
+    return _CONTROLS.sub(_removed, text)
+
+
+def _removed(control):
+    """A line break or tab becomes a space (a YAML error's lines stay
+    words apart); the rest goes."""
+    return ' ' if control.group() in '\t\n\v\f\r' else ''
+
+
+class TerminalText(str, cliff_columns.FormattableColumn):
+    """A text cell: itself to the code that reads rows, printable in a
+    table, as it is to -f json and yaml (which escape control characters)
+    and to -f value, csv and shell (for scripts that match names exactly:
+    do not print those to a terminal)."""
+
+    def human_readable(self):
+        return printable(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
+def _cell(value):
+    return TerminalText(value) if type(value) is str else value
 
 
 def given(parsed_args, name):
@@ -241,7 +292,7 @@ def check_hosts(snapshot, names, where):
         if snapshot.find_hypervisor(name) is None:
             raise exceptions.CommandError(
                 'exclude_hosts (%s): %s: no such hypervisor or compute host '
-                'in the snapshot' % (where, name))
+                'in the snapshot' % (where, errors.name(name)))
 
 
 def check_zones(snapshot, zones, where):
@@ -250,7 +301,7 @@ def check_zones(snapshot, zones, where):
         if zone not in known:
             raise exceptions.CommandError(
                 'availability_zones (%s): %s: no such availability zone '
-                '(known: %s)' % (where, zone, ', '.join(
+                '(known: %s)' % (where, errors.name(zone), ', '.join(
                     sorted(z for z in known if z)) or 'none'))
 
 
@@ -302,8 +353,9 @@ class StderrWriter:
         self.stream = getattr(app, 'stderr', None)
 
     def __call__(self, text):
+        """One line: names in it from the cloud are made printable."""
         if self.stream is not None:
-            self.stream.write(text.rstrip('\n') + '\n')
+            self.stream.write(printable(text.rstrip('\n')) + '\n')
 
 
 def say_held(say, plan, only=None):

@@ -107,17 +107,17 @@ class MigratingCommand(command.Lister):
                 super().run(parsed_args)
                 code = self.exit_code
             except InWindow as exc:
-                self.app.stderr.write('Refused: %s\n' % exc)
+                common.StderrWriter(self.app)('Refused: %s' % exc)
                 code = EXIT_WINDOW
             except Refused as exc:
-                self.app.stderr.write('Refused: %s\n' % exc)
+                common.StderrWriter(self.app)('Refused: %s' % exc)
                 code = EXIT_REFUSED
             except KeyboardInterrupt as exc:
                 code = exit_code_of(exc)
                 done = counts(self.record.results)['counts']
-                self.app.stderr.write(
+                common.StderrWriter(self.app)(
                     '%s: %slive migrations already started go on in Nova; '
-                    'see "openstack server migration list"\n' % (
+                    'see "openstack server migration list"' % (
                         'Terminated (SIGTERM)' if code == EXIT_TERMINATED
                         else 'Interrupted', '%s; ' % summary(done)
                         if done else ''))
@@ -184,8 +184,8 @@ class MigratingCommand(command.Lister):
         except (files.FileError, exceptions.CommandError) as exc:
             # The run is over: its exit code says how it went; the file's
             # own failure must not hide it.
-            message = common.printable(str(exc))
-            self.app.stderr.write(message[:1].upper() + message[1:] + '\n')
+            message = str(exc)
+            common.StderrWriter(self.app)(message[:1].upper() + message[1:])
 
 
 def exit_code_of(interruption):
@@ -210,10 +210,15 @@ def summary(found):
 
 
 def rows(results):
-    """The table rows of the executor's results, numbered from 1."""
-    return [(i, r.move.server_name or r.move.server_id, r.move.source,
+    """The table rows of the executor's results, numbered from 1. A server
+    is named as the cloud read before its move names it (by its id when
+    the cloud does not know it); the reason says when the plan names it
+    otherwise."""
+    return [(i, r.server or r.move.server_id, r.move.source,
              r.move.destination, r.status,
-             None if r.duration is None else round(r.duration, 1), r.reason)
+             None if r.duration is None else round(r.duration, 1),
+             '; '.join(filter(None, (r.reason, r.plan_name and (
+                 'the plan names it %s' % r.plan_name)))))
             for i, r in enumerate(results, start=1)]
 
 

@@ -77,6 +77,9 @@ QUOTA = {'snapshot-file': 150, 'plan-file': 70, 'config-file': 120,
 DIR = '{dir}'  # the case's own directory, in argv, files and expectations
 CLOUD = 'standin'
 MESSAGE_LIMIT = 2000
+# What a terminal acts on rather than shows: C0 but tab and line ends,
+# DEL, C1. No output of any case may hold one (-f json escapes them).
+CONTROLS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]')
 BOMB_MEMORY_MB = 200
 CASE_SECONDS = 30  # a case still running then has hung: it fails
 # Secrets planted in some cases; none may appear in any output.
@@ -694,6 +697,7 @@ def gen_plan_files(rng, count):
         doc, format='osc-leveller-plan/2')), ('osc-leveller-plan/1',))
     add('bad creation time', to_json(dict(
         doc, created_at='2026-11-20T10:61:00Z')), ('created_at',))
+    cases += plan_cloud_cases()
     mutate = Mutator(doc, 'plan-v1')
     attempts = 0
     while len(cases) < count and attempts < count * 20:
@@ -707,6 +711,46 @@ def gen_plan_files(rng, count):
         add(label, to_json(document), (
             spell(where) if where is not None else 'nested too deeply',))
     return cases[:count]
+
+
+def plan_cloud_cases():
+    """Plans of the stand-in's cloud, applied to it (--dry-run): one made
+    on another cloud (refused), one that records no cloud (goes ahead,
+    with a note), and one whose first move carries another server's id
+    under its own name (the row names the server the cloud names)."""
+    snap = snapshot_io.parse(cloud_doc())
+    plan = plan_mod.to_document(planner.make_plan(
+        snap, core_options.PlannerOptions(now=snap.taken_at)))
+    assert plan['moves'], 'the corpus needs a plan of the cloud'
+    here = {'kind': 'cloud', 'cloud': CLOUD, 'nova_region': 'RegionOne',
+            'nova_service': standin.derived_uuid('service-entry', 'nova')}
+    path = DIR + '/plan.json'
+    cases = []
+
+    def add(description, source, expect, code, moves=None):
+        doc = copy.deepcopy(plan)
+        doc['snapshot']['source'] = source
+        doc['moves'] = moves or doc['moves']
+        cases.append(Case('plan-file', description,
+                          ['leveller', 'apply', path, '--dry-run'],
+                          expect=expect, code=code,
+                          files={'plan.json': to_json(doc)}, cloud=Cloud(),
+                          secrets=(KEYSTONE_PASSWORD,)))
+
+    add('a plan of another cloud', dict(here, nova_service='c0ffee'),
+        (path, 'made on another cloud', 'Nova service c0ffee'), 1)
+    add('a plan of another region', dict(here, nova_region='RegionTwo'),
+        (path, 'made on another cloud', 'region RegionTwo'), 1)
+    add('a plan that records no cloud', {'kind': 'file'},
+        (path, 'the plan records no cloud'), 0)
+    first = plan['moves'][0]
+    moved = {m['server_id'] for m in plan['moves']}
+    other = next(s for s in snap.servers if s.id not in moved and
+                 s.hypervisor == first['source'])
+    add("a move with another server's id under its own name", here,
+        ('the plan names it %s' % first['server_name'], other.name), 0,
+        [dict(first, server_id=other.id)] + plan['moves'][1:])
+    return cases
 
 
 def _number_values(key):
@@ -730,6 +774,7 @@ def _number_values(key):
     return values
 
 
+LONG_ZONE = 'a zone of 5,000 characters'  # echoed whole once
 _KIND_VALUES = {
     config.BOOL: [('a word', '"maybe"'), ('one', '1'), ('a list', '[]'),
                   ('nan', '.nan'), ('an alias bomb', bomb())],
@@ -780,7 +825,8 @@ _KIND_VALUES = {
                        ('a path out of the zone data', '"../../etc/passwd"'),
                        ('empty', '""'), ('a list', '[UTC]'),
                        ('a lone surrogate', '"\\ud800"'),
-                       ('an alias bomb', bomb())],
+                       ('an alias bomb', bomb()),
+                       (LONG_ZONE, '"Europe/%s"' % ('A' * 5000))],
     config.WINDOWS: [('an hour out of range', '["0 25 * * *"]'),
                      ('four cron fields', '"0 2 * *"'),
                      ('a cron step of zero', '["*/0 * * * *"]'),
@@ -809,7 +855,7 @@ MUST = (('max_moves', 'nan text'), ('max_moves', '.inf'),
         ('prometheus.host_pattern', 'an unclosed group'),
         ('prometheus.queries.cpu', 'an unknown placeholder'),
         ('prometheus.url', 'an unclosed IPv6 host with a password'),
-        ('weights.cpu', '10**400'))
+        ('weights.cpu', '10**400'), ('windows.time_zone', LONG_ZONE))
 
 
 def bad_settings():
@@ -1316,7 +1362,53 @@ def gen_cloud_answers(rng, count):
             'cloud-answer', label, list(rng.choice(LIVE_COMMANDS)),
             expect=(names,), cloud=Cloud(corrupt=spoil),
             secrets=(KEYSTONE_PASSWORD,)))
-    return cases[:count]
+    return (terminal_names() + cases)[:count]
+
+
+# Escape sequences and controls a name may carry, and what a terminal is
+# shown of them (judge: no control character reaches the output).
+ESCAPES = (('CSI', '\x1b[2J\x1b[31mRED\x1b[0m', 'RED'),
+           ('OSC', '\x1b]0;pwned\x07TITLE', 'TITLE'),
+           ('C1', '\x9b2J\x85\x8dC1\x7f', 'C1'))
+
+
+def terminal_names():
+    """Names from the cloud with escape sequences and C0/C1 controls:
+    every server's, a zone's (Held and domain lines), a hypervisor's (left
+    out of Placement: a note)."""
+    def servers(tail):
+        def spoil(cloud):
+            for server in cloud._server_list.values():
+                server['name'] += tail
+        return spoil
+
+    def zone(tail):
+        def spoil(cloud):
+            for hyp in cloud._hyps:
+                hyp['zone'] = 'az1' + tail
+        return spoil
+
+    def hypervisor(tail):
+        def spoil(cloud):
+            cloud._hyps[0]['name'] += tail
+        return spoil
+
+    found = []
+    for kind, tail, shown in ESCAPES:
+        for what, spoil, argv, expect in (
+                ('server names', servers, ['leveller', 'plan'], 'hot0'),
+                ('a zone name', zone, ['leveller', 'score', '--summary'],
+                 'az1' + shown),
+                ('a hypervisor name', hypervisor, ['leveller', 'score'],
+                 'hv1' + shown),
+                ('server names', servers, ['leveller', 'apply', '--dry-run'],
+                 'hot0' + shown)):
+            found.append(Case(
+                'cloud-answer', '%s with %s sequences: %s' % (
+                    what, kind, ' '.join(argv[1:])), argv, expect=(expect,),
+                code=0, cloud=Cloud(corrupt=spoil(tail)),
+                secrets=(KEYSTONE_PASSWORD,)))
+    return found
 
 
 class PromAnswer:
@@ -1457,7 +1549,26 @@ def gen_prometheus_answers(rng, count):
                 'prometheus': dict(PROM_SETTINGS, token=PROM_TOKEN)}),
             secrets=SECRETS))
     rng.shuffle(cases)
-    return cases[:count]
+    return (huge_answers() + cases)[:count]
+
+
+def huge_answers():
+    """Answers far past prometheus.max_answer_mb: refused unread (a
+    declared length) or cut off (streamed), the run going on with load
+    from allocations; the process never holds them."""
+    found = []
+    for description, flood, settings, said in (
+            ('an answer of 4 GiB', Flood(4096), {}, 'with 4096 MiB'),
+            ('an answer of 4 GiB, streamed', Flood(4096, declared=False),
+             {'max_answer_mb': 8}, 'with over 8 MiB')):
+        found.append(Case(
+            'prometheus-answer', description, ['leveller', 'score'],
+            expect=('PROMETHEUS', said, 'prometheus.max_answer_mb'), code=0,
+            cloud=Cloud(prometheus=(200, 'application/json', flood),
+                        leveller={'prometheus': dict(PROM_SETTINGS,
+                                                     **settings)}),
+            memory_mb=100))
+    return found
 
 
 # -- the guard against implausible metrics (core/guard.py) ---------------
@@ -1846,6 +1957,34 @@ def generate(seed, count=None):
 
 # -- the runner -------------------------------------------------------------
 
+@dataclasses.dataclass
+class Flood:
+    """An answer of this many MiB, sent without ever being held: an empty
+    vector padded with spaces, its length declared or not (chunked)."""
+    mib: int
+    declared: bool = True
+
+    def send(self, handler):
+        head = _vector([])
+        size = self.mib * 2 ** 20
+        if self.declared:
+            handler.send_header('Content-Length', str(size))
+        else:
+            handler.send_header('Transfer-Encoding', 'chunked')
+        handler.end_headers()
+        sent, pad = 0, b' ' * 2 ** 20
+        try:
+            while sent < size:
+                piece = (head if not sent else pad)[:size - sent]
+                handler.wfile.write(piece if self.declared else
+                                    b'%x\r\n%s\r\n' % (len(piece), piece))
+                sent += len(piece)
+            if not self.declared:
+                handler.wfile.write(b'0\r\n\r\n')
+        except OSError:
+            pass  # the client hung up, as it should
+
+
 class RawPrometheus:
     """An HTTP server on 127.0.0.1 answering every query with one fixed
     (status, content type, body): answers no Prometheus would give. Which
@@ -1862,6 +2001,9 @@ class RawPrometheus:
                         b'{"status": "success", "data": []}'
                 self.send_response(status)
                 self.send_header('Content-Type', ctype)
+                if isinstance(body, Flood):
+                    body.send(self)
+                    return
                 self.send_header('Content-Length', str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -2157,6 +2299,9 @@ def judge(result, expect):
     if 'Traceback' in output:
         problems.append('a traceback in the output')
     message = result.message
+    if CONTROLS.search(output):
+        problems.append('a control character reached the output: %r' %
+                        CONTROLS.search(output).group())
     for text in expect:
         if text not in message and text not in output:
             problems.append('the message does not name %r' % text)

@@ -459,6 +459,9 @@ class StandIn:
         self.user_id = derived_uuid('user', username)
         self.roles = tuple(roles)
         self.region = region
+        # Keystone's catalog ids differ from one deployment to the next:
+        # set another to stand in for another cloud.
+        self.deployment = ''
         self.max_limit = max_limit
         self.prometheus = prometheus
         self.prometheus_names = list(prometheus_names)
@@ -1337,8 +1340,8 @@ class StandIn:
                 ('compute', 'nova', self.nova_url),
                 ('placement', 'placement', self.placement_url)):
             entries.append({
-                'id': derived_uuid('service-entry', name), 'type':
-                service_type, 'name': name,
+                'id': derived_uuid('service-entry', self.deployment + name),
+                'type': service_type, 'name': name,
                 'endpoints': [{
                     'id': derived_uuid('endpoint', name + interface),
                     'interface': interface, 'region': self.region,

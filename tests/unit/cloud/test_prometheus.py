@@ -153,3 +153,89 @@ class PrometheusTest(unittest.TestCase):
             client.label_values('__name__', 'x')
         self.assertIn('answered the label values of __name__ with dict, not '
                       'a list', str(ctx.exception))
+
+
+class Flood(http.server.BaseHTTPRequestHandler):
+    """An answer of `size` bytes (a valid vector padded with spaces),
+    declared or chunked; `sent` counts the bytes that left, before the
+    client hung up."""
+    size = 0
+    declared = True
+    sent = []
+    requests = []
+    done = threading.Event()
+
+    def do_GET(self):
+        self.requests.append(self.path)
+        head = json.dumps({'status': 'success', 'data': {
+            'resultType': 'vector', 'result': []}}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        if self.declared:
+            self.send_header('Content-Length', str(self.size))
+        else:
+            self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        sent = 0
+        pad = b' ' * 65536
+        try:
+            while sent < self.size:
+                piece = (head if not sent else pad)[:self.size - sent]
+                if self.declared:
+                    self.wfile.write(piece)
+                else:
+                    self.wfile.write(b'%x\r\n%s\r\n' % (len(piece), piece))
+                sent += len(piece)
+            if not self.declared:
+                self.wfile.write(b'0\r\n\r\n')
+        except OSError:  # the client hung up
+            pass
+        self.sent.append(sent)
+        self.done.set()
+
+    def log_message(self, *args):
+        pass
+
+
+class TestAnswerCap(unittest.TestCase):
+    def setUp(self):
+        Flood.sent, Flood.requests = [], []
+        Flood.done.clear()
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Flood)
+        thread = threading.Thread(target=self.server.serve_forever,
+                                  daemon=True)
+        thread.start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+
+    def query(self, size, declared, cap_mb=1):
+        Flood.size, Flood.declared = size, declared
+        return prometheus.Client(self.url, retries=2,
+                                 max_answer_mb=cap_mb).query('up')
+
+    def test_an_answer_within_the_cap_is_read(self):
+        for declared in (True, False):
+            self.assertEqual([], self.query(2 ** 20, declared))
+
+    def test_a_declared_size_over_the_cap_is_refused_unread(self):
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            self.query(50 * 2 ** 20, True)
+        self.assertEqual(
+            "Prometheus at %s answered the query 'up' with 50 MiB, more "
+            "than the 1 MiB of the setting prometheus.max_answer_mb"
+            % self.url, str(ctx.exception))
+        self.assertEqual(1, len(Flood.requests))  # the same answer again
+        # would be as large: no retries
+
+    def test_a_streamed_answer_is_cut_off_at_the_cap(self):
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            self.query(200 * 2 ** 20, False)
+        self.assertIn("answered the query 'up' with over 1 MiB, more than "
+                      "the 1 MiB of the setting prometheus.max_answer_mb",
+                      str(ctx.exception))
+        self.assertTrue(Flood.done.wait(10))
+        # The client hung up: what left is the cap and the socket buffers,
+        # not the 200 MiB.
+        self.assertLess(Flood.sent[0], 50 * 2 ** 20)
+        self.assertEqual(1, len(Flood.requests))

@@ -9,6 +9,20 @@ def settings(*sections):
                             for i, s in enumerate(sections)])
 
 
+def _nested(section):
+    """{'a': {'b.c': 1}} as {'a': {'b': {'c': 1}}}."""
+    nested = {}
+    for name, value in section.items():
+        if isinstance(value, dict):
+            value = _nested(value)
+        head, _, rest = name.partition('.')
+        if rest:
+            nested.setdefault(head, {}).update(_nested({rest: value}))
+        else:
+            nested[name] = value
+    return nested
+
+
 class TestFlatten(unittest.TestCase):
     def test_nested_keys_and_conversions(self):
         # openstacksdk hands clouds.yaml numbers over as strings.
@@ -50,6 +64,41 @@ class TestFlatten(unittest.TestCase):
             with self.assertRaises(config.ConfigError) as ctx:
                 config.flatten(section, 'f.yaml')
             self.assertIn(message, str(ctx.exception))
+
+    def test_a_long_value_is_echoed_as_a_short_prefix(self):
+        # A 5,000-character value of every setting, shaped to pass the
+        # first checks of its kind, and as an unknown key and a weight
+        # pair: no message quotes more than a short prefix of it.
+        long = 'A' * 5000
+        shapes = {
+            config.TIME_ZONE: 'Europe/' + long, config.QUERY: '{%s}' % long,
+            config.URL: 'http://%s:99999/' % long, config.PATTERN: '(' + long,
+            config.DURATION: long, config.CHOICE: long,
+            config.WINDOWS: ['TZ=Europe/%s 22:00-06:00' % long,
+                             '0 2 * * 5-1%s' % long, 'Mon %s' % long],
+            config.LIST: [long + '\ud800'], config.TEXT: long + '\ud800',
+            config.FILE: long + '\ud800',
+            config.BOOL: long, config.INT: long, config.FLOAT: long}
+        cases = []
+        for key in config.KEYS:
+            values = shapes[key.kind]
+            for value in values if isinstance(values, list) else [values]:
+                cases.append(({key.name: value} if '.' not in key.name else
+                              {key.name.split('.')[0]: {key.name.split(
+                                  '.', 1)[1]: value}}, key.name))
+        cases.append(({long: 1}, 'unknown setting'))
+        for section, name in cases:
+            section = _nested(section)
+            with self.subTest(name), self.assertRaises(
+                    config.ConfigError) as ctx:
+                config.flatten(section, 'f.yaml')
+            self.assertIn(name, str(ctx.exception))
+            self.assertLess(len(str(ctx.exception)), 600, name)
+            self.assertNotIn('A' * 81, str(ctx.exception), name)
+        for pair in (long, 'cpu=' + long):
+            with self.assertRaises(config.ConfigError) as ctx:
+                config.weight_flags([pair])
+            self.assertNotIn('A' * 81, str(ctx.exception))
 
     def test_numbers_past_a_float(self):
         # An int too large for a float, and clouds.yaml's text of an int

@@ -439,6 +439,74 @@ class TestFailures(ExecutorTest):
                       results[1].reason)
         self.assertIn('HTTP 503', self.run.error)
 
+    def test_cloud_unreadable_in_the_middle_of_a_round(self):
+        # The first move is chosen; the read for the last one fails. The
+        # round starts nothing: every move is left not started, and why.
+        moves = [dataclasses.replace(m, wave=1) for m in self.plan.moves[:4]]
+        first = moves[0]
+        moves = [first] + [dataclasses.replace(
+            m, destination=first.destination,
+            destination_host=first.destination_host) for m in moves[1:3]] + [
+            dataclasses.replace(moves[3], destination='hv3',
+                                destination_host='cmp-hv3')]
+        real, reads = self.nova.snapshot, []
+
+        def flaky(moves=None):
+            reads.append(moves)
+            if len(reads) > 1:
+                raise executor.ActionError('Placement answered HTTP 503')
+            return real(moves)
+        self.nova.snapshot = flaky
+        results = self.run_plan(moves, max_parallel=3, per_source=3)
+        self.assertEqual(2, len(reads))
+        self.assertEqual([executor.NOT_STARTED] * 4, self.statuses(results))
+        self.assertEqual({'cannot read the cloud: Placement answered HTTP '
+                          '503'}, {r.reason for r in results})
+        self.assertEqual([], self.nova.calls)
+        self.assertEqual([m.server_id for m in moves], [
+            f['server_id'] for f in self.events('not-started')])
+
+
+class TestServerNames(ExecutorTest):
+    """Results, progress and the journal name a server as the cloud read
+    before its move names it."""
+
+    def test_names_come_from_the_cloud(self):
+        move = self.plan.moves[0]
+        self.nova.servers[move.server_id]['name'] = 'renamed'
+        results = self.run_plan()
+        self.assertEqual(('renamed', move.server_name),
+                         (results[0].server, results[0].plan_name))
+        self.assertEqual(['', ''], [r.plan_name for r in results[1:3]])
+        self.assertEqual([r.move.server_name for r in results[1:]],
+                         [r.server for r in results[1:]])
+        for event in ('migrate', 'done'):
+            fields = self.events(event)[0]
+            self.assertEqual(('renamed', move.server_name),
+                             (fields['server'], fields['plan_server']))
+            self.assertNotIn('plan_server', self.events(event)[1])
+        self.assertIn('renamed %s -> %s: migrating' % (
+            move.source, move.destination), self.progress[0])
+
+    def test_a_move_never_read_is_named_from_the_last_read(self):
+        move = self.plan.moves[-1]
+        self.nova.servers[move.server_id]['name'] = 'renamed'
+        results = self.run_plan(batch=1)
+        self.assertEqual((executor.NOT_STARTED, 'renamed', move.server_name),
+                         (results[-1].status, results[-1].server,
+                          results[-1].plan_name))
+
+    def test_a_server_the_cloud_does_not_know(self):
+        move = dataclasses.replace(self.plan.moves[0], server_id='id-nosuch')
+        results = self.run_plan([move])
+        self.assertEqual((executor.SKIPPED, None, move.server_name),
+                         (results[0].status, results[0].server,
+                          results[0].plan_name))
+        self.assertEqual((None, move.server_name), (
+            self.events('skipped')[0]['server'],
+            self.events('skipped')[0]['plan_server']))
+        self.assertIn('id-nosuch %s -> ' % move.source, self.progress[0])
+
 
 class TestWhatReachesNova(ExecutorTest):
     """Of a move, Nova sees the server and the destination hypervisor's
@@ -675,6 +743,18 @@ class TestExchanges(ExecutorTest):
                       results[0].reason)
         self.assertIn('its exchange 1 stopped', results[1].reason)
         self.assertEqual('hv2', self.host('small0'))
+
+    def test_an_exchange_whose_partner_is_gone_is_skipped(self):
+        # park0 was deleted since the plan: trading places with it cannot
+        # even out anything.
+        del self.nova.servers['id-park0']
+        results = self.run_plan(dry_run=True)
+        self.assertEqual([executor.SKIPPED] * 2 + [executor.DRY_RUN] * 3,
+                         self.statuses(results))
+        self.assertEqual("its exchange's server id-park0 no longer exists",
+                         results[0].reason)
+        self.assertEqual('its exchange 1 stopped: small0 hv2 -> hv3 was '
+                         'skipped', results[1].reason)
 
     def test_dry_run_checks_each_exchange(self):
         results = self.run_plan(dry_run=True)

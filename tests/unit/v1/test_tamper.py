@@ -17,6 +17,7 @@ product's filters.
 """
 
 import copy
+import dataclasses
 import functools
 import io
 import json
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from osc_lib import exceptions
 
 from osc_leveller.core import executor
+from osc_leveller.core import model
 from osc_leveller.core import options as core_options
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
@@ -53,6 +55,10 @@ MOVE_FIELDS = STEERING + (
     'source_score', 'destination_score', 'imbalance', 'reason', 'exchange')
 TOP_FIELDS = ('kind', 'options', 'note', 'created_at', 'imbalance',
               'snapshot')
+# The cloud the simulated Nova is, as a live read records it.
+HERE = {'kind': 'cloud', 'cloud': 'prod',
+        'keystone': 'https://keystone.example.net:5000/v3',
+        'nova_service': 'a1b2c3', 'nova_region': 'RegionOne'}
 
 
 def cloud():
@@ -92,10 +98,13 @@ class JudgedNova(test_executor.FakeNova):
         super().__init__(hyps, servers, migrations, polls=1)
         self.sent = []  # (server id, host, why it is wrong or None)
 
+    source = HERE
+
     def snapshot(self, moves=None):
         self.snapshots += 1
-        return b.snapshot(self.hyps, list(self.servers.values()),
-                          self.groups, self.migrations)
+        return dataclasses.replace(b.snapshot(
+            self.hyps, list(self.servers.values()), self.groups,
+            self.migrations), source=model.frozen_mapping(self.source))
 
     def live_migrate(self, server_id, host, kind='live-migration'):
         self.sent.append((server_id, host, self.judge(server_id, host)))
@@ -134,7 +143,9 @@ class JudgedNova(test_executor.FakeNova):
         return None
 
 
-class TestTamperedPlans(test_commands.CommandTest):
+class AppliedPlan(test_commands.CommandTest):
+    """A plan of cloud(), applied by the command to JudgedNova."""
+
     def setUp(self):
         super().setUp()
         self.clouds_yaml = {'apply': {
@@ -153,10 +164,10 @@ class TestTamperedPlans(test_commands.CommandTest):
         self.assertEqual([None] * len(self.baseline),
                          [why for _, _, why in self.baseline])
 
-    def apply(self, document, *flags):
+    def apply(self, document, *flags, nova=None):
         """The migrations sent when `apply FILE --batch 3` runs document;
         None when the command refused the file."""
-        nova = JudgedNova()
+        nova = nova or JudgedNova()
         path = self.write('plan.json', json.dumps(document))
         cmd = apply_cmd.ApplyLeveller(self.app, None)
         parsed = self.check_parser(cmd, [
@@ -177,6 +188,8 @@ class TestTamperedPlans(test_commands.CommandTest):
                 return None
         return nova.sent
 
+
+class TestTamperedPlans(AppliedPlan):
     def check(self, tampered, steering):
         """The (server id, host) pairs the tampered plan sent, or None
         when it was refused."""
@@ -262,3 +275,145 @@ class TestTamperedPlans(test_commands.CommandTest):
                           destination_host='cmp-' + destination)
             self.assertEqual([], self.apply(dict(self.plan, moves=[forged])),
                              (server, destination))
+
+
+class TestThePlansCloud(AppliedPlan):
+    """A plan file records the cloud it was made on; apply refuses one
+    made on another cloud, before any move."""
+
+    def refusal(self, document, nova=None):
+        self.clouds_yaml['apply']['journal'] = os.path.join(
+            self.tmp.name, 'journal.jsonl')
+        self.app.stderr = io.StringIO()
+        with mock.patch.object(common.exceptions, 'CommandError',
+                               RecordedError):
+            self.assertIsNone(self.apply(document, nova=nova))
+        with open(self.clouds_yaml['apply']['journal']) as f:
+            journal = [json.loads(line) for line in f]
+        os.remove(self.clouds_yaml['apply']['journal'])
+        return RecordedError.last, journal
+
+    def test_the_plan_records_the_cloud(self):
+        self.assertEqual(HERE, self.plan['snapshot']['source'])
+
+    def test_a_plan_of_another_cloud_is_refused(self):
+        here = ('clouds.yaml cloud prod, Keystone https://keystone.example.'
+                'net:5000/v3, region RegionOne, Nova service a1b2c3')
+        for change, there in (
+                ({'nova_service': 'd4e5f6'}, here.replace('a1b2c3',
+                                                          'd4e5f6')),
+                ({'nova_region': 'RegionTwo'}, here.replace('One', 'Two')),
+                ({'nova_service': 'd4e5f6', 'nova_region': None,
+                  'keystone': None}, 'clouds.yaml cloud prod, Nova service '
+                 'd4e5f6')):
+            other = copy.deepcopy(self.plan)
+            other['snapshot']['source'].update(change)
+            path = os.path.join(self.tmp.name, 'plan.json')
+            message, journal = self.refusal(other)
+            self.assertEqual(
+                '%s: the plan was made on another cloud (%s) than this one '
+                '(%s): plan again on this cloud, or choose the plan\'s cloud '
+                'with --os-cloud' % (path, there, here), message)
+            self.assertEqual(['end'], [r['event'] for r in journal])
+            self.assertEqual((1, message), (journal[0]['exit_code'],
+                                            journal[0]['reason']))
+
+    def test_a_plan_without_a_cloud_goes_ahead_with_a_note(self):
+        # Older plan files, plans made on the demo or a Watcher cluster
+        # file: whoever edits a plan can write any cloud into it, so the
+        # record is no seal; each move is checked all the same.
+        for dropped in (('nova_service',), ('nova_service', 'nova_region',
+                                            'keystone')):
+            bare = copy.deepcopy(self.plan)
+            for key in dropped:
+                del bare['snapshot']['source'][key]
+            self.app.stderr = io.StringIO()
+            self.assertEqual(self.baseline, self.apply(bare))
+            self.assertIn('the plan records no cloud',
+                          self.app.stderr.getvalue())
+        bare['snapshot'].pop('source')
+        self.assertEqual(self.baseline, self.apply(bare))
+
+    def test_a_cloud_that_names_no_nova_service_is_said(self):
+        nova = JudgedNova()
+        nova.source = {'kind': 'cloud', 'cloud': 'prod'}
+        self.app.stderr = io.StringIO()
+        self.assertEqual(self.baseline, self.apply(self.plan, nova=nova))
+        self.assertIn("this cloud's Keystone catalog names no Nova service, "
+                      "so it cannot be compared with the plan's (clouds.yaml "
+                      "cloud prod, Keystone https://keystone.example.net:"
+                      "5000/v3, region RegionOne, Nova service a1b2c3)",
+                      self.app.stderr.getvalue())
+
+    def test_a_long_cloud_in_the_plan_is_quoted_briefly(self):
+        other = copy.deepcopy(self.plan)
+        other['snapshot']['source'].update(nova_service='x' * 5000,
+                                           keystone='y' * 5000)
+        message, _ = self.refusal(other)
+        self.assertLess(len(message), 700)
+
+
+class RecordedError(exceptions.CommandError):
+    """The shell's error, its message kept for the test."""
+    last = None
+
+    def __init__(self, message=None, *args):
+        RecordedError.last = message
+        super().__init__(message, *args)
+
+
+class TestServerNames(AppliedPlan):
+    """Rows, progress and the journal name a server as the cloud read
+    before its move names it; the plan's name only where it differs."""
+
+    def run_json(self, document):
+        """(sent, rows, stderr, journal) of `apply FILE -f json`."""
+        journal = os.path.join(self.tmp.name, 'names.jsonl')
+        self.clouds_yaml['apply']['journal'] = journal
+        self.app.stderr = io.StringIO()
+        sent = self.apply(document, '-f', 'json')
+        with open(journal) as f:
+            records = [json.loads(line) for line in f]
+        os.remove(journal)
+        return (sent, json.loads(self.app.stdout.getvalue()),
+                self.app.stderr.getvalue(), records)
+
+    def test_a_swapped_server_id_is_named_as_the_cloud_names_it(self):
+        moved = {m['server_id'] for m in self.plan['moves']}
+        first = self.plan['moves'][0]
+        other = next(s for s in cloud()[1] if s['id'] not in moved and
+                     s['hypervisor'] == first['source'] and
+                     s['name'].startswith('web'))
+        swapped = copy.deepcopy(self.plan)
+        swapped['moves'][0]['server_id'] = other['id']
+        sent, rows, stderr, journal = self.run_json(swapped)
+        # The other server moves (every check passes for it) ...
+        self.assertEqual(other['id'], sent[0][0])
+        # ... and everything says so.
+        self.assertEqual(other['name'], rows[0]['Server'])
+        self.assertIn('the plan names it %s' % first['server_name'],
+                      rows[0]['Reason'])
+        self.assertIn('%s %s -> %s: migrating' % (
+            other['name'], first['source'], first['destination']), stderr)
+        self.assertNotIn(first['server_name'] + ' ', stderr)
+        migrate = [r for r in journal if r['event'] == 'migrate'][0]
+        self.assertEqual((other['id'], other['name'], first['server_name']),
+                         (migrate['server_id'], migrate['server'],
+                          migrate['plan_server']))
+        # The moves the plan names rightly carry no plan name.
+        self.assertEqual([], [r for r in rows[1:]
+                              if 'the plan names it' in r['Reason']])
+        self.assertEqual([], [r for r in journal if 'plan_server' in r and
+                              r['server_id'] != other['id']])
+
+    def test_a_server_the_cloud_does_not_know_is_named_by_its_id(self):
+        unknown = copy.deepcopy(self.plan)
+        unknown['moves'][0]['server_id'] = 'id-nosuch'
+        sent, rows, _, journal = self.run_json(unknown)
+        self.assertEqual('id-nosuch', rows[0]['Server'])
+        self.assertEqual('the server no longer exists; the plan names it %s'
+                         % self.plan['moves'][0]['server_name'],
+                         rows[0]['Reason'])
+        skipped = [r for r in journal if r['event'] == 'skipped'][0]
+        self.assertEqual((None, self.plan['moves'][0]['server_name']),
+                         (skipped['server'], skipped['plan_server']))
