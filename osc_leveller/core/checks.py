@@ -103,9 +103,12 @@ def _exchange(moves, state):
     gone = [sid for sid in first if state.snapshot.server(sid) is None]
     if gone:
         return 'its exchange\'s server %s no longer exists' % gone[0]
+    touched = {h for m in moves for h in (m.source, m.destination)}
+    gone = sorted(h for h in touched if state.snapshot.hypervisor(h) is None)
+    if gone:  # since the plan was made, or the plan file names it
+        return 'its exchange\'s hypervisor %s is not in the cloud' % gone[0]
     hosts = sorted(set(first.values()) | set(last.values()))
-    after = state.trial({h for m in moves for h in (m.source, m.destination)}
-                        | {state.host_of(sid) for sid in first})
+    after = state.trial(touched | {state.host_of(sid) for sid in first})
     for move in moves:
         after.apply(move.server_id, move.destination)
     hottest = max(hosts, key=state.score)

@@ -756,6 +756,22 @@ class TestExchanges(ExecutorTest):
         self.assertEqual('its exchange 1 stopped: small0 hv2 -> hv3 was '
                          'skipped', results[1].reason)
 
+    def test_an_exchange_whose_later_host_is_gone_is_skipped(self):
+        # The last move of exchange 2 names a hypervisor the cloud no
+        # longer has (gone since the plan, or a plan file edited): the
+        # exchange cannot be checked as a whole, so none of it starts.
+        for index in (3, 4):  # where small1 goes, or where big0 ends
+            moves = list(self.plan.moves)
+            moves[index] = dataclasses.replace(moves[index],
+                                               destination='hv9')
+            with self.subTest(index):
+                results = self.run_plan(moves=moves, dry_run=True)
+                self.assertEqual(
+                    [executor.DRY_RUN] * 2 + [executor.SKIPPED] * 3,
+                    self.statuses(results))
+                self.assertEqual("its exchange's hypervisor hv9 is not in "
+                                 "the cloud", results[2].reason)
+
     def test_dry_run_checks_each_exchange(self):
         results = self.run_plan(dry_run=True)
         self.assertEqual({executor.DRY_RUN}, set(self.statuses(results)))
