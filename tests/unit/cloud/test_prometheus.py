@@ -44,18 +44,21 @@ def vector(*samples):
                    for labels, value in samples]}}
 
 
+def serve(test, handler):
+    """The URL of a server on 127.0.0.1 answering with the handler until
+    the test ends."""
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    test.addCleanup(server.server_close)
+    test.addCleanup(server.shutdown)
+    return 'http://127.0.0.1:%d' % server.server_address[1]
+
+
 class PrometheusTest(unittest.TestCase):
     def setUp(self):
         FakePrometheus.answers = {}
         FakePrometheus.seen = []
-        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
-                                                      FakePrometheus)
-        thread = threading.Thread(target=self.server.serve_forever,
-                                  daemon=True)
-        thread.start()
-        self.addCleanup(self.server.server_close)
-        self.addCleanup(self.server.shutdown)
-        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+        self.url = serve(self, FakePrometheus)
 
     def test_bearer_token_is_sent_and_never_shown(self):
         FakePrometheus.answers = {'x': (403, {'status': 'error'})}
@@ -201,13 +204,7 @@ class TestAnswerCap(unittest.TestCase):
     def setUp(self):
         Flood.sent, Flood.requests = [], []
         Flood.done.clear()
-        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Flood)
-        thread = threading.Thread(target=self.server.serve_forever,
-                                  daemon=True)
-        thread.start()
-        self.addCleanup(self.server.server_close)
-        self.addCleanup(self.server.shutdown)
-        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+        self.url = serve(self, Flood)
 
     def query(self, size, declared, cap_mb=1):
         Flood.size, Flood.declared = size, declared
