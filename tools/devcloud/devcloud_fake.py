@@ -21,6 +21,8 @@
 #   enforce_cpu_compat = true        # refuse live migration to a host that
 #                                    # lacks a cpu feature of the source host
 #   faults_dir = /path               # shared by all computes, see below
+#   provider_config = true           # [compute] provider_config_location
+#                                    # holds this hypervisor's provider.yaml
 #   nodename = hv01.devcloud.test    # the hypervisor (compute node) name;
 #                                    # empty: the service host, [DEFAULT] host
 #
@@ -37,8 +39,18 @@
 #                          rolls the server back to ACTIVE on its source;
 #   slow-incoming-<dest>   holds a number of seconds: the transfer takes that
 #                          long instead (to test timeouts and aborts).
+#   live-migration-seconds holds a number of seconds: every live migration
+#                          takes that long instead of live_migration_seconds
+#                          (0 for the conformance run's near-instant moves).
 # An abort (DELETE /servers/{id}/migrations/{id}) ends a transfer early and
 # rolls back the same way, with the migration 'cancelled' as libvirt's is.
+#
+# Dedicated CPUs as the libvirt driver reports them: [compute]
+# cpu_dedicated_set (host CPU ids after the vcpus shared ones) becomes PCPU
+# inventory, and the hypervisor a NUMA topology of one cell holding every
+# CPU, so that hw:cpu_policy=dedicated servers boot, and live-migrate with
+# a NUMA claim on the destination (the NUMA-aware live migration libvirt
+# has had since Train).
 #
 # It also
 #  * answers its own [DEFAULT] my_ip as its address (a resize's migration
@@ -63,6 +75,7 @@ from nova import exception
 from nova import objects
 import nova.conf
 from nova.virt import fake
+from nova.virt import hardware
 import nova.virt.node
 
 CONF = nova.conf.CONF
@@ -150,7 +163,26 @@ class DevCloudFakeDriver(fake.FakeDriver):
             return res
         res['cpu_info'] = jsonutils.dumps(self._cpu_info())
         res['uuid'] = nova.virt.node.get_local_node_uuid()
+        topology = self._numa_topology()
+        if topology is not None:
+            res['numa_topology'] = topology._to_json()
         return res
+
+    def _numa_topology(self):
+        """One NUMA cell with the shared CPUs 0..vcpus-1 and the
+        dedicated ones, if [compute] cpu_dedicated_set names any."""
+        dedicated = hardware.get_cpu_dedicated_set()
+        if not dedicated:
+            return None
+        memory = CONF.devcloud_fake.memory_mb
+        return objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, socket=0, cpuset=set(range(CONF.devcloud_fake.vcpus)),
+            pcpuset=set(dedicated), memory=memory, cpu_usage=0,
+            memory_usage=0, pinned_cpus=set(), siblings=[],
+            mempages=[objects.NUMAPagesTopology(
+                size_kb=4, total=memory * 256, used=0, reserved=0)],
+            network_metadata=objects.NetworkMetadata(
+                physnets=set(), tunneled=False))])
 
     def get_nodenames_by_uuid(self, refresh=False):
         return {nova.virt.node.get_local_node_uuid():
@@ -167,6 +199,15 @@ class DevCloudFakeDriver(fake.FakeDriver):
     # --- placement ----------------------------------------------------
     def update_provider_tree(self, provider_tree, nodename, allocations=None):
         super().update_provider_tree(provider_tree, nodename, allocations)
+        dedicated = hardware.get_cpu_dedicated_set()
+        if dedicated:
+            # as libvirt: PCPU from cpu_dedicated_set, never overcommitted
+            inventory = dict(provider_tree.data(nodename).inventory)
+            inventory['PCPU'] = {
+                'total': len(dedicated), 'min_unit': 1,
+                'max_unit': len(dedicated), 'step_size': 1,
+                'allocation_ratio': 1.0, 'reserved': 0}
+            provider_tree.update_inventory(nodename, inventory)
         traits = set()
         for feat in CONF.devcloud_fake.cpu_features:
             name = 'HW_CPU_X86_' + feat.strip().upper().replace('.', '_')
@@ -193,13 +234,25 @@ class DevCloudFakeDriver(fake.FakeDriver):
                            'the source CPU (%s)' % (
                                self._host, CONF.devcloud_fake.cpu_model,
                                sorted(missing), src.get('model')))
-        return super().check_can_live_migrate_destination(
+        data = super().check_can_live_migrate_destination(
             context, instance, src_compute_info, dst_compute_info,
             block_migration, disk_over_commit)
+        # As libvirt: a server with a NUMA topology (pinned CPUs) is
+        # claimed on the destination, its CPUs pinned anew there.
+        data.dst_supports_numa_live_migration = True
+        return data
 
-    def _fault(self, name, dest):
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data, block_device_info=None):
+        if 'dst_supports_numa_live_migration' in dest_check_data:
+            dest_check_data.src_supports_numa_live_migration = True
+        return dest_check_data
+
+    def _fault(self, name, dest=None):
         faults = CONF.devcloud_fake.faults_dir
-        path = os.path.join(faults, '%s-%s' % (name, dest)) if faults else ''
+        if dest is not None:
+            name = '%s-%s' % (name, dest)
+        path = os.path.join(faults, name) if faults else ''
         if not path or not os.path.exists(path):
             return None
         with open(path) as f:
@@ -208,7 +261,8 @@ class DevCloudFakeDriver(fake.FakeDriver):
     def live_migration(self, context, instance, dest,
                        post_method, recover_method, block_migration=False,
                        migrate_data=None):
-        secs = CONF.devcloud_fake.live_migration_seconds
+        secs = float(self._fault('live-migration-seconds') or
+                     CONF.devcloud_fake.live_migration_seconds)
         slow = self._fault('slow-incoming', dest)
         if slow:
             secs = float(slow)

@@ -159,11 +159,22 @@ def read_scenario(path):
 
 def hypervisor_specs(path):
     for h in read_scenario(path)['hypervisors']:
-        print(':'.join(str(v) for v in (
-            h['name'], h['vcpus'], h['memory_mb'], h.get('disk_gb', 1000),
-            h.get('cpu_model', 'Nehalem'), '+'.join(h.get('features', [])),
-            h.get('az', ''), h.get('cpu_ratio', 4.0), h.get('ram_ratio', 1.0),
-            h.get('reserved_mb', 0))))
+        print(spec_of(h))
+
+
+def spec_of(h):
+    """The devcloud script's SPEC of a scenario's hypervisor; the fields
+    after reserved_mb only when one is given (a SPEC names the state a
+    hypervisor was made with: the older ones stay the same)."""
+    fields = [h['name'], h['vcpus'], h['memory_mb'], h.get('disk_gb', 1000),
+              h.get('cpu_model', 'Nehalem'), '+'.join(h.get('features', [])),
+              h.get('az', ''), h.get('cpu_ratio', 4.0),
+              h.get('ram_ratio', 1.0), h.get('reserved_mb', 0)]
+    if h.get('pcpus') or h.get('hypervisor_version') or h.get('resources'):
+        fields += [h.get('pcpus', 0), h.get('hypervisor_version', 1000),
+                   '+'.join('%s=%d' % (rc, n) for rc, n in
+                            sorted((h.get('resources') or {}).items()))]
+    return ':'.join(str(v) for v in fields)
 
 
 def delete_service(*hosts):
@@ -185,11 +196,22 @@ def clear(c):
         c.compute.wait_for_delete(server, wait=300)
     for group in c.compute.server_groups(all_projects=True):
         c.compute.delete_server_group(group)
-    # A scenario starts with every compute service enabled (a drain or a
-    # failed test may have left one disabled).
+    # A scenario starts with every compute service enabled and up (a
+    # drain, a failed test or the rules scenario may have left one
+    # disabled or forced down),
     for service in c.compute.services(binary='nova-compute'):
         if service.status == 'disabled':
             c.compute.enable_service(service)
+        if service.is_forced_down:
+            c.compute.put('/os-services/%s' % service.id,
+                          json={'forced_down': False}, microversion='2.53')
+    # and with only the aggregates of AZs (post_start): the rules
+    # scenario's would isolate hosts and projects.
+    for agg in c.compute.aggregates():
+        if not agg.name.startswith('agg-'):
+            for host in c.compute.get_aggregate(agg.id).hosts or []:
+                c.compute.remove_host_from_aggregate(agg, host)
+            c.compute.delete_aggregate(agg)
     # Nova can leak a migration's allocation, e.g. when a server is deleted
     # while it live-migrates; with no servers left, every allocation is one.
     for rp in c.placement.resource_providers():

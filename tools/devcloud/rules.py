@@ -1,0 +1,475 @@
+#!/usr/bin/env python3
+"""The conformance scenario: a cloud rich in Nova's rules, from a seed.
+
+    rules.py SEED COMPUTES_DIR SERVERS
+
+Run by `devcloud rules SEED [SERVERS]` after it loaded scenarios/rules.yaml
+(the hypervisors; every server and group deleted). From the seed it adds,
+all through the APIs as an operator would:
+
+- custom traits on resource providers (CUSTOM_SSD, CUSTOM_BLUE, and
+  CUSTOM_ISOLATED on the hypervisor of an isolated aggregate);
+- aggregates with metadata: matched by flavors'
+  aggregate_instance_extra_specs (ssd, speed; a value may list several,
+  "true, nvme"), filter_tenant_id for projects (one project per key, a
+  comma list, a key with a suffix), trait:CUSTOM_ISOLATED=required;
+- projects rules-a, rules-b and rules-c, whose servers user rules-ops
+  (admin in each) boots;
+- flavors with required and forbidden traits, aggregate extra specs
+  (scoped, unscoped, with operators), hw:cpu_policy=dedicated (PCPU) and a
+  custom resource class (resources:CUSTOM_FPGA);
+- server groups of the four policies, one anti-affinity group with
+  max_server_per_host 2;
+- servers pinned to an availability zone or not, on hypervisors the
+  scheduler accepts for them (booted with a requested host, Nova's filters
+  run), two hypervisors filled near their RAM, locked, paused and stopped
+  servers;
+- a disabled compute service and a forced-down one.
+
+A host the scheduler refuses for a server is tried again with another.
+Prints one line per step; the cloud it made is read back by whoever uses
+it (the conformance harness reads it as the leveller does).
+"""
+
+import os
+import random
+import sys
+import time
+
+import openstack
+
+import devcloud_setup  # beside this script
+
+PROJECTS = ('rules-a', 'rules-b', 'rules-c')
+OPS_USER = 'rules-ops'
+OPS_PASSWORD = os.environ.get('RULES_PASSWORD', 'rules')
+# name: (vcpus, ram MB, disk GB, extra specs)
+FLAVORS = {
+    'r.tiny': (1, 512, 1, {}),
+    'r.small': (1, 2048, 10, {}),
+    'r.medium': (2, 4096, 20, {}),
+    'r.large': (4, 8192, 40, {}),
+    'r.big': (4, 12288, 40, {}),
+    'r.ssd': (2, 4096, 20, {'aggregate_instance_extra_specs:ssd': 'true'}),
+    'r.fast': (2, 4096, 20, {'aggregate_instance_extra_specs:speed': '>= 2'}),
+    'r.speedy': (1, 2048, 10, {'speed': '<or> 1 <or> 3'}),
+    'r.trait': (2, 4096, 20, {'trait:CUSTOM_SSD': 'required'}),
+    'r.notblue': (2, 4096, 20, {'trait:CUSTOM_BLUE': 'forbidden'}),
+    'r.vnni': (2, 4096, 20, {'trait:HW_CPU_X86_AVX512VNNI': 'required'}),
+    'r.isolated': (1, 2048, 10, {'trait:CUSTOM_ISOLATED': 'required'}),
+    'r.pinned': (2, 2048, 10, {'hw:cpu_policy': 'dedicated'}),
+    'r.fpga': (1, 2048, 10, {'resources:CUSTOM_FPGA': '1'}),
+}
+# How often each flavor is drawn for a server.
+MIX = (['r.small'] * 4 + ['r.medium'] * 4 + ['r.large'] * 2 + ['r.tiny'] +
+       ['r.ssd'] * 2 + ['r.fast'] * 2 + ['r.speedy'] * 2 + ['r.trait'] * 2 +
+       ['r.notblue'] * 2 + ['r.vnni'] + ['r.isolated'] + ['r.pinned'] * 2 +
+       ['r.fpga'] * 2)
+# name, policy, max_server_per_host
+GROUPS = (('web', 'anti-affinity', None), ('db', 'anti-affinity', 2),
+          ('cache', 'affinity', None), ('batch', 'soft-anti-affinity', None),
+          ('app', 'soft-affinity', None))
+COMPUTE_VERSION = '2.74'  # create with a requested host, Nova's filters run
+
+
+def say(text):
+    print('rules: %s' % text, flush=True)
+
+
+class Host:
+    """What the generator knows of a hypervisor, to pick hosts Nova takes."""
+
+    def __init__(self, name, node, spec):
+        self.name, self.node, self.spec = name, node, spec
+        self.az = spec.get('az') or None
+        self.traits = {'HW_CPU_X86_' + f.upper() for f in spec['features']}
+        self.aggregates = []  # (name, metadata)
+        self.ram = (spec['memory_mb'] - spec.get('reserved_mb', 0)) * \
+            spec.get('ram_ratio', 1.0)
+        self.pcpus = spec.get('pcpus', 0)
+        self.fpgas = (spec.get('resources') or {}).get('CUSTOM_FPGA', 0)
+        self.servers = []  # (server id, group)
+
+    def values(self, key):
+        """Nova's view of an aggregate metadata key: every value of every
+        aggregate, split at commas."""
+        return {v.strip() for _, md in self.aggregates if key in md
+                for v in md[key].split(',')}
+
+    def tenants(self):
+        return {v.strip() for _, md in self.aggregates for k, value in
+                md.items() if k.startswith('filter_tenant_id')
+                for v in value.split(',')}
+
+    def isolated(self):
+        return {k[len('trait:'):] for _, md in self.aggregates
+                for k, v in md.items() if k.startswith('trait:') and
+                v == 'required'}
+
+
+class Builder:
+    def __init__(self, seed, computes_dir, count):
+        self.rng = random.Random(seed)
+        self.seed, self.count = seed, count
+        self.c = devcloud_setup.conn()
+        self.scenario = devcloud_setup.read_scenario(os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), 'scenarios',
+            'rules.yaml'))
+        nodes = {h.service_details['host']: h.name
+                 for h in self.c.compute.hypervisors(details=True)}
+        self.hosts = {h['name']: Host(h['name'], nodes[h['name']], h)
+                      for h in self.scenario['hypervisors']}
+        self.project_ids = {}
+        self.tenant_aggregates = {}  # project -> hosts it is confined to
+        self.conns = {}
+
+    # --- identity -----------------------------------------------------
+    def projects(self):
+        ident = self.c.identity
+        admin_role = ident.find_role('admin')
+        # Made anew, its password the one asked for now.
+        old = ident.find_user(OPS_USER, domain_id='default')
+        if old is not None:
+            ident.delete_user(old)
+        user = ident.create_user(name=OPS_USER, domain_id='default',
+                                 password=OPS_PASSWORD)
+        for name in PROJECTS:
+            project = ident.find_project(name, domain_id='default') or \
+                ident.create_project(name=name, domain_id='default',
+                                     description='devcloud rules scenario')
+            if not ident.validate_user_has_project_role(project, user,
+                                                        admin_role):
+                ident.assign_project_role_to_user(project, user, admin_role)
+            self.project_ids[name] = project.id
+        self.project_ids['admin'] = ident.find_project(
+            'admin', domain_id='default').id
+        say('projects %s' % ', '.join(sorted(self.project_ids)))
+
+    def conn_of(self, project):
+        if project == 'admin':
+            return self.c
+        if project not in self.conns:
+            # Not the clouds.yaml of OS_CLOUD: its admin would win over
+            # these credentials.
+            self.conns[project] = devcloud_setup.devcloud_retry.retrying(
+                openstack.connect(
+                    load_yaml_config=False, load_envvars=False,
+                    auth_url='http://127.0.0.1:%s/v3' %
+                    devcloud_setup.KEYSTONE_PORT, username=OPS_USER,
+                    password=OPS_PASSWORD, project_name=project,
+                    user_domain_name='Default', project_domain_name='Default',
+                    region_name='RegionOne', identity_api_version='3'))
+        return self.conns[project]
+
+    # --- flavors, traits, aggregates -----------------------------------
+    def flavors(self):
+        have = {f.name: f for f in self.c.compute.flavors()}
+        for name, (vcpus, ram, disk, specs) in FLAVORS.items():
+            flavor = have.get(name) or self.c.compute.create_flavor(
+                name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
+            if specs:
+                self.c.compute.create_flavor_extra_specs(flavor, specs)
+            have[name] = flavor
+        self.flavor_ids = {name: have[name].id for name in FLAVORS}
+        say('%d flavors' % len(FLAVORS))
+
+    def traits(self):
+        names = sorted(self.hosts)
+        chosen = {
+            'CUSTOM_SSD': self.rng.sample(names, 4),
+            'CUSTOM_BLUE': self.rng.sample(names, 3),
+            'CUSTOM_ISOLATED': [self.isolated_host],
+        }
+        placement = self.c.placement
+        for trait in chosen:
+            placement.put('/traits/%s' % trait, microversion='1.6')
+        providers = {rp.name: rp.id
+                     for rp in placement.resource_providers()}
+        for name in names:
+            host = self.hosts[name]
+            wanted = {t for t, on in chosen.items() if name in on}
+            url = '/resource_providers/%s/traits' % providers[host.node]
+            for _ in range(5):  # the compute may update it meanwhile
+                now = placement.get(url, microversion='1.6').json()
+                # another seed's traits go (the hypervisors stay)
+                kept = set(now['traits']) - set(chosen)
+                body = {'traits': sorted(kept | wanted),
+                        'resource_provider_generation':
+                            now['resource_provider_generation']}
+                answer = placement.put(url, json=body, microversion='1.6')
+                if answer.status_code == 200:
+                    break
+                time.sleep(1)
+            else:
+                sys.exit('rules: could not set traits on %s' % host.node)
+            host.traits |= wanted
+        say('traits %s' % {t: sorted(h) for t, h in chosen.items()})
+
+    def aggregates(self):
+        names = sorted(self.hosts)
+        rng = self.rng
+        ids = self.project_ids
+        b_hosts = rng.sample(names, 2)
+        ac_host = rng.choice([n for n in names if n not in b_hosts])
+        c_hosts = [ac_host] + rng.sample(
+            [n for n in names if n not in b_hosts and n != ac_host], 1)
+        ssd_value = rng.choice(['true', 'true, nvme'])
+        wanted = [
+            ('rules-ssd', {'ssd': ssd_value}, rng.sample(names, 3)),
+            ('rules-ssd-too', {'ssd': 'true'}, rng.sample(names, 1)),
+            ('rules-speed', {'speed': '3'}, rng.sample(names, 3)),
+            ('rules-slow', {'speed': '1'}, rng.sample(names, 2)),
+            # confines rules-b there (limit_tenants_to_placement_aggregate)
+            ('rules-tenant-b', {'filter_tenant_id': ids['rules-b']},
+             b_hosts),
+            # a list: isolates the hosts, confines neither project
+            ('rules-tenant-ac', {'filter_tenant_id': '%s,%s' % (
+                ids['rules-a'], ids['rules-c'])}, [ac_host]),
+            # a suffixed key, one project: confines rules-c there
+            ('rules-tenant-c', {'filter_tenant_id_2': ids['rules-c']},
+             c_hosts),
+            ('rules-isolated', {'trait:CUSTOM_ISOLATED': 'required'},
+             [self.isolated_host]),
+        ]
+        for name, metadata, hosts in wanted:
+            agg = self.c.compute.create_aggregate(name=name)
+            self.c.compute.set_aggregate_metadata(agg, metadata)
+            for host in hosts:
+                self.c.compute.add_host_to_aggregate(agg, host)
+                self.hosts[host].aggregates.append((name, metadata))
+        self.tenant_aggregates = {'rules-b': set(b_hosts),
+                                  'rules-c': set(c_hosts)}
+        say('aggregates %s' % {n: h for n, _, h in wanted})
+
+    # --- where a server may go ------------------------------------------
+    def fits(self, host, flavor, project, zone, group):
+        vcpus, ram, _, specs = FLAVORS[flavor]
+        if zone and host.az != zone:
+            return False
+        if host.ram < ram:
+            return False
+        required = {k[6:] for k, v in specs.items()
+                    if k.startswith('trait:') and v == 'required'}
+        forbidden = {k[6:] for k, v in specs.items()
+                     if k.startswith('trait:') and v == 'forbidden'}
+        if not required <= host.traits or forbidden & host.traits:
+            return False
+        if not host.isolated() <= required:
+            return False
+        tenants = host.tenants()
+        if tenants and self.project_ids[project] not in tenants:
+            return False
+        confined = self.tenant_aggregates.get(project)
+        if confined and host.name not in confined:
+            return False
+        if 'aggregate_instance_extra_specs:ssd' in specs and \
+                'true' not in host.values('ssd'):
+            return False
+        speeds = {float(v) for v in host.values('speed')}
+        if 'aggregate_instance_extra_specs:speed' in specs and \
+                not any(s >= 2 for s in speeds):
+            return False
+        if 'speed' in specs and not speeds & {1.0, 3.0}:
+            return False
+        if specs.get('hw:cpu_policy') == 'dedicated' and host.pcpus < vcpus:
+            return False
+        if 'resources:CUSTOM_FPGA' in specs and host.fpgas < 1:
+            return False
+        if group is not None:
+            policy, limit, members = group
+            here = sum(1 for _, g in host.servers if g is members)
+            if policy == 'anti-affinity' and here >= (limit or 1):
+                return False
+            placed = [h for h in self.hosts.values()
+                      if any(g is members for _, g in h.servers)]
+            if policy == 'affinity' and placed and host not in placed:
+                return False
+        return True
+
+    def take(self, host, flavor, server_id, group):
+        vcpus, ram, _, specs = FLAVORS[flavor]
+        host.ram -= ram
+        if specs.get('hw:cpu_policy') == 'dedicated':
+            host.pcpus -= vcpus
+        if 'resources:CUSTOM_FPGA' in specs:
+            host.fpgas -= 1
+        host.servers.append((server_id, group))
+
+    # --- servers ------------------------------------------------------
+    def groups(self):
+        made = []
+        for name, policy, limit in GROUPS:
+            rules = {'max_server_per_host': limit} if limit else {}
+            group = self.c.compute.create_server_group(
+                name=name, policy=policy, rules=rules)
+            made.append((group, (policy, limit, [])))
+        say('server groups %s' % ', '.join(
+            '%s (%s)' % (g.name, d[0]) for g, d in made))
+        return made
+
+    def wishes(self, groups):
+        """(name, flavor, project, pinned, group) of each server."""
+        rng = self.rng
+        found = []
+        for group, details in groups:
+            for i in range(rng.choice((2, 3))):
+                found.append(('%s-%d' % (group.name, i + 1),
+                              rng.choice(['r.small', 'r.medium', 'r.tiny']),
+                              'admin', True, (group, details)))
+        i = 0
+        while len(found) < self.count:
+            i += 1
+            project = rng.choice(['admin'] * 5 + ['rules-a', 'rules-b',
+                                                  'rules-c'])
+            found.append(('rs-%02d' % i, rng.choice(MIX), project,
+                          rng.random() < 0.6, None))
+        return found
+
+    def boot(self, name, flavor, project, pinned, group, exclude=()):
+        """Boot on a host it fits; None if none does."""
+        details = group[1] if group else None
+        hosts = [h for h in self.hosts.values() if h.name not in exclude]
+        self.rng.shuffle(hosts)
+        for host in hosts:
+            zone = host.az if pinned else None
+            if not self.fits(host, flavor, project, zone, details):
+                continue
+            body = {'server': {
+                'name': name, 'flavorRef': self.flavor_ids[flavor],
+                'imageRef': devcloud_setup.IMAGE_ID, 'networks': 'none',
+                'host': host.name}}
+            if zone:
+                body['server']['availability_zone'] = zone
+            if group:
+                body['os:scheduler_hints'] = {'group': group[0].id}
+            answer = self.conn_of(project).compute.post(
+                '/servers', json=body, microversion=COMPUTE_VERSION)
+            if answer.status_code != 202:
+                sys.exit('rules: booting %s failed: %s' % (name, answer.text))
+            server_id = answer.json()['server']['id']
+            self.take(host, flavor, server_id, details[2] if details else None)
+            if details:
+                details[2].append(server_id)
+            return server_id, host
+        return None
+
+    def wait(self, ids, timeout=600):
+        """{id: status} once every server is ACTIVE or ERROR."""
+        deadline = time.time() + timeout
+        while True:
+            found = {s['id']: s['status'] for s in self.c.compute.get(
+                '/servers/detail', params={'all_tenants': 1},
+                microversion='2.60').json()['servers'] if s['id'] in ids}
+            if all(found.get(i) in ('ACTIVE', 'ERROR') for i in ids):
+                return found
+            if time.time() > deadline:
+                sys.exit('rules: servers not built after %d s: %s' % (
+                    timeout, {i: found.get(i) for i in ids
+                              if found.get(i) not in ('ACTIVE', 'ERROR')}))
+            time.sleep(1)
+
+    def servers(self, groups):
+        started = time.time()
+        pending, nowhere = {}, []
+        for wish in self.wishes(groups):
+            booted = self.boot(*wish)
+            if booted:
+                pending[booted[0]] = (wish, booted[1])
+            else:
+                nowhere.append(wish[0])
+        built = 0
+        for attempt in range(3):
+            status = self.wait(set(pending))
+            failed = {i: pending[i] for i, s in status.items() if s == 'ERROR'}
+            built += len(pending) - len(failed)
+            pending = {}
+            for server_id, (wish, host) in failed.items():
+                self.c.compute.delete_server(server_id)
+                host.servers = [s for s in host.servers if s[0] != server_id]
+                if wish[4]:
+                    wish[4][1][2].remove(server_id)
+                booted = self.boot(*wish, exclude=(host.name,))
+                if booted:
+                    pending[booted[0]] = (wish, booted[1])
+            if not pending:
+                break
+        say('%d servers in %.0f s; no host for %s' % (
+            built, time.time() - started, ', '.join(nowhere) or 'none'))
+
+    def fill(self):
+        """Two hypervisors near their RAM (less than 6 GiB left), with
+        servers of a project they take."""
+        ids = []
+        for name in self.rng.sample(sorted(self.hosts), 2):
+            host = self.hosts[name]
+            while host.ram > 6144:
+                flavor = 'r.big' if host.ram > 16384 else 'r.medium'
+                projects = [p for p in ('admin',) + PROJECTS
+                            if self.fits(host, flavor, p, host.az, None)]
+                if not projects:
+                    break
+                booted = self.boot('fill-%s-%d' % (name, len(ids) + 1),
+                                   flavor, projects[0], bool(host.az), None,
+                                   exclude=set(self.hosts) - {name})
+                if not booted:
+                    break
+                ids.append(booted[0])
+        status = self.wait(set(ids))
+        say('near full: %d servers, %d failed' % (
+            len(ids), sum(s == 'ERROR' for s in status.values())))
+
+    def states(self):
+        servers = [s for s in self.c.compute.servers(all_projects=True)
+                   if s.status == 'ACTIVE']
+        servers.sort(key=lambda s: s.name)
+        picked = self.rng.sample(servers, 4)
+        for server in picked[:2]:
+            self.c.compute.lock_server(server, locked_reason='rules scenario')
+        self.c.compute.pause_server(picked[2])
+        self.c.compute.stop_server(picked[3])
+        self.c.compute.wait_for_server(picked[2], status='PAUSED', wait=120)
+        self.c.compute.wait_for_server(picked[3], status='SHUTOFF', wait=120)
+        say('locked %s, paused %s, stopped %s' % (
+            ', '.join(s.name for s in picked[:2]), picked[2].name,
+            picked[3].name))
+
+    def services(self):
+        names = sorted(self.hosts)
+        disabled, down = self.rng.sample(
+            [n for n in names if n != self.isolated_host], 2)
+        for service in self.c.compute.services(binary='nova-compute'):
+            if service.host == disabled:
+                self.c.compute.disable_service(
+                    service, disabled_reason='rules scenario')
+            elif service.host == down:
+                answer = self.c.compute.put(
+                    '/os-services/%s' % service.id,
+                    json={'forced_down': True}, microversion='2.53')
+                if answer.status_code != 200:
+                    sys.exit('rules: forcing %s down failed: %s' % (
+                        down, answer.text))
+        say('disabled %s, forced down %s' % (disabled, down))
+
+    def build(self):
+        started = time.time()
+        self.isolated_host = self.rng.choice(sorted(self.hosts))
+        self.projects()
+        self.flavors()
+        self.traits()
+        self.aggregates()
+        groups = self.groups()
+        self.servers(groups)
+        self.fill()
+        self.states()
+        self.services()
+        say('seed %d built in %.0f s' % (self.seed, time.time() - started))
+
+
+def main(argv):
+    if len(argv) != 4 or not argv[1].isdigit() or not argv[3].isdigit():
+        sys.exit(__doc__)
+    Builder(int(argv[1]), argv[2], int(argv[3])).build()
+
+
+if __name__ == '__main__':
+    main(sys.argv)
