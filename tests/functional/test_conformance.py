@@ -1,0 +1,90 @@
+"""The planner against Nova's own scheduler, on a fixed seeded subset.
+
+benchmarks/conformance.py's comparison, run here on one seed: the
+devcloud's rules scenario (devcloud rules SEED), pairs drawn by its
+sampler, each asked of the planner (plan --explain's code, on the cloud as
+the collector reads it) and of Nova (a live migration to that host, not
+forced). The full run, over three seeds and a thousand pairs, is the
+benchmark; its table is in doc/source/reference/benchmarks.rst.
+"""
+
+import sys
+
+from tests.functional import base
+
+sys.path.insert(0, str(base.ROOT))
+from benchmarks import conformance  # noqa: E402
+
+SEED = 29
+PAIRS = 64
+SERVERS = 26
+
+
+class TestConformance(base.DevcloudTestCase):
+    """One seed's pairs, asked once for the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.conn = conformance.connection()
+        cls.pairs = conformance.run_seed(
+            cls.conn, SEED, PAIRS, SERVERS, say=lambda text: None)
+        cls.table = conformance.table(cls.pairs)
+
+    def explain(self, pair):
+        return '\n' + conformance.render([pair], [SEED])
+
+    def test_enough_pairs_on_every_rule(self):
+        self.assertGreaterEqual(len(self.pairs), 60)
+        targets = {p['target'] for p in self.pairs}
+        self.assertEqual(set(conformance.TARGETS), targets)
+        # Nova answered both ways, and moves happened along the way.
+        self.assertGreater(self.table['total']['agreed'], 0)
+        self.assertTrue(any(p['nova'] == 'accepts' for p in self.pairs))
+        self.assertTrue(any(p['nova'] == 'refuses' for p in self.pairs))
+
+    def test_no_move_planned_that_nova_refuses(self):
+        dangerous = [p for p in self.pairs if p['class'] == 'dangerous']
+        self.assertEqual([], dangerous, ''.join(map(self.explain, dangerous)))
+
+    def test_every_lost_move_is_a_documented_choice(self):
+        lost = [p for p in self.pairs
+                if p['class'] == 'lost' and not p['choice']]
+        self.assertEqual([], lost, ''.join(map(self.explain, lost)))
+
+    def test_a_choice_says_so_in_its_reason(self):
+        said = {'same_zone': 'the leveller keeps a server in its zone',
+                'soft_server_groups': 'a soft policy: Nova would allow it',
+                'numa': 'the API does not show',
+                'source_usable': 'plan only balances usable hypervisors'}
+        for pair in self.pairs:
+            rule = pair['rule'].split(' ')[0]
+            if pair['class'] == 'lost' and rule in said:
+                self.assertIn(said[rule], pair['planner_reason'],
+                              self.explain(pair))
+
+    def test_the_explain_command_says_the_same(self):
+        """The verdicts are plan --explain's: the real command, on the
+        cloud as it is now, for the server the sampler asked about last,
+        says what the comparison's reading of the cloud says."""
+        last = self.pairs[-1]
+        settings = ['--ceiling', '1000000', '--cooldown', '0',
+                    '--return-window', '0', '--include-locked',
+                    '--cpu-compatibility', 'features', '--no-prometheus']
+        rows = base.openstack('leveller', 'plan', '--explain',
+                              last['server_id'], *settings)
+        view = conformance.PlannerView(conformance.read(self.conn),
+                                       conformance.options())
+        server = view.snapshot.server(last['server_id'])
+        _, expected = view.planner.explain(server)
+        self.assertEqual(
+            sorted((name, verdict, reason)
+                   for name, _, _, verdict, reason in expected),
+            sorted((r['Hypervisor'], r['Verdict'], r['Reason'])
+                   for r in rows))
+
+    @classmethod
+    def tearDownClass(cls):
+        # The table, for whoever reads the test log.
+        print(conformance.render(cls.pairs, [SEED]), file=sys.stderr)
+        super().tearDownClass()
