@@ -175,10 +175,12 @@ class DevCloudFakeDriver(fake.FakeDriver):
         if not dedicated:
             return None
         memory = CONF.devcloud_fake.memory_mb
+        shared = set(range(CONF.devcloud_fake.vcpus))
         return objects.NUMATopology(cells=[objects.NUMACell(
-            id=0, socket=0, cpuset=set(range(CONF.devcloud_fake.vcpus)),
-            pcpuset=set(dedicated), memory=memory, cpu_usage=0,
-            memory_usage=0, pinned_cpus=set(), siblings=[],
+            id=0, socket=0, cpuset=shared, pcpuset=set(dedicated),
+            memory=memory, cpu_usage=0, memory_usage=0, pinned_cpus=set(),
+            # no SMT: each CPU its own thread sibling set, as libvirt says
+            siblings=[{cpu} for cpu in sorted(shared | set(dedicated))],
             mempages=[objects.NUMAPagesTopology(
                 size_kb=4, total=memory * 256, used=0, reserved=0)],
             network_metadata=objects.NetworkMetadata(

@@ -97,8 +97,10 @@ def wait_computes(n, timeout=240):
     started = time.time()
     while time.time() - started < timeout:
         try:
+            # a forced-down compute (the rules scenario's) runs: Nova
+            # says it is down
             up = [s for s in c.compute.services(binary='nova-compute')
-                  if s.state == 'up']
+                  if s.state == 'up' or s.is_forced_down]
             hyps = list(c.compute.hypervisors())
             rps = list(c.placement.resource_providers())
             if len(up) >= n and len(hyps) >= n and len(rps) >= n:

@@ -70,6 +70,12 @@ GROUPS = (('web', 'anti-affinity', None), ('db', 'anti-affinity', 2),
           ('cache', 'affinity', None), ('batch', 'soft-anti-affinity', None),
           ('app', 'soft-affinity', None))
 COMPUTE_VERSION = '2.74'  # create with a requested host, Nova's filters run
+# The hosts a role may fall on, drawn in this order, each host one role:
+# the restricted and unusable ones, so that most alike hypervisors of a
+# zone stay open to every server.
+ROLES = (('isolated', ('hv04', 'hv10')), ('tenant-b', ('hv06', 'hv07')),
+         ('tenant-ac', ('hv02', 'hv09')), ('disabled', ('hv04', 'hv08', 'hv10')),
+         ('forced-down', ('hv04', 'hv08', 'hv10')))
 
 
 def say(text):
@@ -178,7 +184,7 @@ class Builder:
         chosen = {
             'CUSTOM_SSD': self.rng.sample(names, 4),
             'CUSTOM_BLUE': self.rng.sample(names, 3),
-            'CUSTOM_ISOLATED': [self.isolated_host],
+            'CUSTOM_ISOLATED': [self.role['isolated']],
         }
         placement = self.c.placement
         for trait in chosen:
@@ -209,10 +215,10 @@ class Builder:
         names = sorted(self.hosts)
         rng = self.rng
         ids = self.project_ids
-        b_hosts = rng.sample(names, 2)
-        ac_host = rng.choice([n for n in names if n not in b_hosts])
-        c_hosts = [ac_host] + rng.sample(
-            [n for n in names if n not in b_hosts and n != ac_host], 1)
+        b_host, ac_host = self.role['tenant-b'], self.role['tenant-ac']
+        b_hosts = [b_host]
+        # rules-c on two: one shared with rules-a, one with rules-b
+        c_hosts = [ac_host, b_host]
         ssd_value = rng.choice(['true', 'true, nvme'])
         wanted = [
             ('rules-ssd', {'ssd': ssd_value}, rng.sample(names, 3)),
@@ -229,7 +235,7 @@ class Builder:
             ('rules-tenant-c', {'filter_tenant_id_2': ids['rules-c']},
              c_hosts),
             ('rules-isolated', {'trait:CUSTOM_ISOLATED': 'required'},
-             [self.isolated_host]),
+             [self.role['isolated']]),
         ]
         for name, metadata, hosts in wanted:
             agg = self.c.compute.create_aggregate(name=name)
@@ -316,12 +322,15 @@ class Builder:
                 found.append(('%s-%d' % (group.name, i + 1),
                               rng.choice(['r.small', 'r.medium', 'r.tiny']),
                               'admin', True, (group, details)))
+        # one of each flavor with a rule first, then a mix
+        flavors = [f for f, (_, _, _, specs) in FLAVORS.items() if specs]
         i = 0
         while len(found) < self.count:
             i += 1
             project = rng.choice(['admin'] * 5 + ['rules-a', 'rules-b',
                                                   'rules-c'])
-            found.append(('rs-%02d' % i, rng.choice(MIX), project,
+            flavor = flavors[i - 1] if i <= len(flavors) else rng.choice(MIX)
+            found.append(('rs-%02d' % i, flavor, project,
                           rng.random() < 0.6, None))
         return found
 
@@ -419,8 +428,10 @@ class Builder:
             len(ids), sum(s == 'ERROR' for s in status.values())))
 
     def states(self):
+        # on hypervisors that stay usable and open
         servers = [s for s in self.c.compute.servers(all_projects=True)
-                   if s.status == 'ACTIVE']
+                   if s.status == 'ACTIVE' and
+                   s.compute_host not in self.role.values()]
         servers.sort(key=lambda s: s.name)
         picked = self.rng.sample(servers, 4)
         for server in picked[:2]:
@@ -434,9 +445,7 @@ class Builder:
             picked[3].name))
 
     def services(self):
-        names = sorted(self.hosts)
-        disabled, down = self.rng.sample(
-            [n for n in names if n != self.isolated_host], 2)
+        disabled, down = self.role['disabled'], self.role['forced-down']
         for service in self.c.compute.services(binary='nova-compute'):
             if service.host == disabled:
                 self.c.compute.disable_service(
@@ -452,7 +461,11 @@ class Builder:
 
     def build(self):
         started = time.time()
-        self.isolated_host = self.rng.choice(sorted(self.hosts))
+        self.role = {}
+        for role, hosts in ROLES:
+            self.role[role] = self.rng.choice(
+                [h for h in hosts if h not in self.role.values()])
+        say('roles %s' % self.role)
         self.projects()
         self.flavors()
         self.traits()
