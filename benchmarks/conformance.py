@@ -63,7 +63,6 @@ from devcloud import devcloud_retry  # noqa: E402
 from osc_leveller.cloud import collect  # noqa: E402
 from osc_leveller.core import config  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import model  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner as planner_mod  # noqa: E402
 from osc_leveller.core import policy  # noqa: E402
@@ -73,7 +72,7 @@ DEVCLOUD = os.path.join(ROOT, 'tools', 'devcloud', 'devcloud')
 # The leveller's own rules off, so that the verdict is its model of
 # Nova's: what plan --explain says with these settings.
 CONFORMANCE = {
-    'ceiling': 1e9, 'cooldown': 0.0, 'return_window': 0.0,
+    'ceiling': 1e9, 'cooldown': 0.0, 'cooldown_max': 0.0, 'return_window': 0.0,
     'include_locked': True, 'keep_n_plus_one': False,
     'cpu_compatibility': config.CPU_FEATURES,
 }
@@ -259,10 +258,6 @@ def log_reason(request_id):
 
 # --- the sampler ------------------------------------------------------------
 
-def _hyp(snapshot, server):
-    return snapshot.hypervisor(server.hypervisor)
-
-
 def _specs(server):
     return server.flavor.extra_specs
 
@@ -271,123 +266,151 @@ def _tenant_keys(aggregate):
     return [k for k in aggregate.metadata if k.startswith(filters.TENANT_KEY)]
 
 
+def _groups_of(snapshot, server):
+    return [g for g in snapshot.server_groups if server.id in g.members or
+            g.id in server.server_groups]
+
+
 def _confined(snapshot, project):
     return any(project in (agg.metadata[k] for k in _tenant_keys(agg))
                for h in snapshot.hypervisors for agg in h.aggregates)
 
 
-def _version(hyp):
-    return getattr(hyp, 'hypervisor_version', None)
+def _trait_specs(server, value):
+    return value in {v for k, v in _specs(server).items()
+                     if filters.TRAIT_SPEC.match(k)}
 
 
-def _plausible(server, dest, snapshot):
-    """A pair no rule the planner checks first refuses at once: a running
-    server on a usable hypervisor, a usable one of its zone. A rule is
-    aimed at with such pairs, unless it is one of those first rules."""
-    source = _hyp(snapshot, server)
-    return (server.status in model.LIVE_MIGRATABLE_STATUSES and
-            source.service.usable and dest.service.usable and
-            dest.availability_zone == source.availability_zone)
-
-
-# Rules aimed at with any pair, not only plausible ones.
-ANY_PAIR = ('plain', 'service', 'source_usable', 'status', 'locked',
-            'availability_zone', 'same_zone')
-# target: (server predicate, (server, dest, snapshot) predicate)
+# target: (the servers it is about, or None for all; the planner's checks
+# it is about). A pair aimed at a rule passes every other check of the
+# planner, so that the rule decides; half the pairs the rule refuses, half
+# it lets pass (when the cloud has both). 'plain' pairs are any pair.
 TARGETS = {
-    'plain': (None, None),
-    'service': (None, lambda s, d, snap: not d.service.usable),
-    'source_usable': (lambda s, snap: not _hyp(snap, s).service.usable, None),
-    'status': (lambda s, snap: s.status not in
-               model.LIVE_MIGRATABLE_STATUSES, None),
-    'locked': (lambda s, snap: s.locked, None),
-    'availability_zone': (
-        lambda s, snap: s.pinned_availability_zone,
-        lambda s, d, snap: d.availability_zone != s.pinned_availability_zone),
-    'same_zone': (
-        lambda s, snap: not s.pinned_availability_zone,
-        lambda s, d, snap: d.availability_zone !=
-        _hyp(snap, s).availability_zone),
-    'cpu_compatible': (None, lambda s, d, snap: bool(
-        _hyp(snap, s).cpu_features - d.cpu_features)),
-    'hypervisor_version': (None, lambda s, d, snap: (
-        _version(d) or 0) < (_version(_hyp(snap, s)) or 0)),
+    'plain': (None, ()),
+    'service': (None, ('service',)),
+    'source_usable': (None, ('source_usable',)),
+    'status': (None, ('status',)),
+    'locked': (lambda s, snap: s.locked, ('locked',)),
+    'availability_zone': (lambda s, snap: s.pinned_availability_zone,
+                          ('availability_zone', 'same_zone')),
+    'same_zone': (lambda s, snap: not s.pinned_availability_zone,
+                  ('availability_zone', 'same_zone')),
+    'cpu_compatible': (None, ('cpu_compatible',)),
+    'hypervisor_version': (None, ('hypervisor_version',)),
     'aggregate_extra_specs': (lambda s, snap: any(
         ':' not in k or k.startswith(filters.AGGREGATE_SCOPE + ':')
-        for k in _specs(s)), None),
-    'tenant_isolation': (None, lambda s, d, snap: any(
-        _tenant_keys(a) for a in d.aggregates)),
-    'tenant_aggregate': (lambda s, snap: _confined(snap, s.project_id), None),
-    'isolated_aggregate': (None, lambda s, d, snap: any(
-        k.startswith('trait:') and v == 'required'
-        for a in d.aggregates for k, v in a.metadata.items())),
-    'required_traits': (lambda s, snap: 'required' in {
-        v for k, v in _specs(s).items() if k.startswith('trait:')}, None),
-    'forbidden_traits': (lambda s, snap: 'forbidden' in {
-        v for k, v in _specs(s).items() if k.startswith('trait:')}, None),
-    'server_groups': (lambda s, snap: bool(s.server_groups), None),
-    'capacity': (None, lambda s, d, snap: any(
-        d.capacity(rc) - d.usage(rc) < 2 * amount
-        for rc, amount in s.resources.items())),
-    'numa': (lambda s, snap: _specs(s).get('hw:cpu_policy') in (
-        'dedicated', 'mixed'), None),
+        for k in _specs(s)), ('aggregate_extra_specs',)),
+    'tenant_isolation': (None, ('tenant_isolation',)),
+    'tenant_aggregate': (lambda s, snap: _confined(snap, s.project_id),
+                         ('tenant_aggregate',)),
+    'isolated_aggregate': (None, ('isolated_aggregate',)),
+    'required_traits': (lambda s, snap: _trait_specs(s, 'required'),
+                        ('required_traits',)),
+    'forbidden_traits': (lambda s, snap: _trait_specs(s, 'forbidden'),
+                         ('required_traits',)),
+    'server_groups': (lambda s, snap: bool(_groups_of(snap, s)),
+                      ('server_groups', 'soft_server_groups')),
+    'capacity': (None, ('capacity',)),
+    'numa': (lambda s, snap: filters.numa(s, None) is not None, ('numa',)),
 }
 
 
-def candidates(snapshot, target):
-    """Every (server, destination) the target aims at."""
-    on_server, on_pair = TARGETS[target]
-    found = []
+def candidates(view, target):
+    """(refused, passing): the (server, destination) pairs the target aims
+    at that its own checks refuse, and those they let pass; every other
+    check of the planner lets them pass (Nova may still refuse one for
+    another rule: that pair is a disagreement all the same)."""
+    snapshot, planner = view.snapshot, view.planner
+    about, own = TARGETS[target]
+    checks = policy.BALANCE.checks
+    dests = policy.BALANCE.destinations
+    other = ([c for c in checks if c.__name__ not in own],
+             [c for c in dests if c.__name__ not in own])
+    mine = ([c for c in checks if c.__name__ in own],
+            [c for c in dests if c.__name__ in own])
+    refused, passing = [], []
     for server in snapshot.servers:
-        if on_server is not None and not on_server(server, snapshot):
+        if about is not None and not about(server, snapshot):
             continue
+        if target != 'plain' and filters.first_reason(
+                other[0], server, planner.rules):
+            continue
+        held = filters.first_reason(mine[0], server, planner.rules)
         for dest in snapshot.hypervisors:
             if dest.name == server.hypervisor:
                 continue
-            if target not in ANY_PAIR and not _plausible(server, dest,
-                                                         snapshot):
+            if target != 'plain' and filters.first_reason(
+                    other[1], server, dest, planner.state, planner.rules):
                 continue
-            if on_pair is None or on_pair(server, dest, snapshot):
-                found.append((server, dest))
-    return found
+            if held or filters.first_reason(
+                    mine[1], server, dest, planner.state, planner.rules):
+                refused.append((server, dest))
+            else:
+                passing.append((server, dest))
+    return refused, passing
+
+
+# A move to a newer CPU generation or hypervisor version cannot be undone:
+# pairs aimed at other rules go between alike hypervisors this often, so
+# that the cloud keeps its variety over a few hundred pairs.
+LATERAL = 0.8
+UPWARD = ('cpu_compatible', 'hypervisor_version', 'plain')
+
+
+def _lateral(snapshot, server, dest):
+    source = snapshot.hypervisor(server.hypervisor)
+    return (source.cpu_features == dest.cpu_features and
+            source.hypervisor_version == dest.hypervisor_version)
+
+
+def _asked_key(server, dest):
+    """A pair as it stands: asked again only once the server moved or the
+    destination's usage changed (a refused pair changes nothing)."""
+    return (server.id, server.hypervisor, dest.name,
+            tuple(sorted(dest.usages.items())))
 
 
 class Sampler:
-    """Seeded pairs, the targets in turn, a pair never asked twice of one
-    placement (a refused pair changes nothing)."""
+    """Seeded pairs, the target drawn least so far first (ties in a seeded
+    order), never the same pair twice as it stands."""
 
     def __init__(self, rng):
         self.rng = rng
         self.order = sorted(TARGETS)
         rng.shuffle(self.order)
-        self.turn = 0
+        self.drawn = collections.Counter()
         self.asked = set()
 
-    def moved(self):
-        self.asked = set()
-
-    def pair(self, snapshot):
-        for _ in range(len(self.order)):
-            target = self.order[self.turn % len(self.order)]
-            self.turn += 1
-            fresh = [(s, d) for s, d in candidates(snapshot, target)
-                     if (s.id, d.name) not in self.asked]
-            if fresh:
-                server, dest = self.rng.choice(fresh)
-                self.asked.add((server.id, dest.name))
+    def pair(self, view):
+        for target in sorted(self.order, key=lambda t: (
+                self.drawn[t], self.order.index(t))):
+            sides = [[(s, d) for s, d in side
+                      if _asked_key(s, d) not in self.asked]
+                     for side in candidates(view, target)]
+            sides = [side for side in sides if side]
+            if sides:
+                side = self.rng.choice(sides)
+                if target not in UPWARD:
+                    lateral = [(s, d) for s, d in side
+                               if _lateral(view.snapshot, s, d)]
+                    if lateral and self.rng.random() < LATERAL:
+                        side = lateral
+                server, dest = self.rng.choice(side)
+                self.asked.add(_asked_key(server, dest))
+                self.drawn[target] += 1
                 return target, server, dest
         return None
 
 
 # --- one run ----------------------------------------------------------------
 
-def label(rule, server, snapshot):
+def label(rule, server, snapshot, reason):
     """The table's row for a pair: the rule, a server group's policy."""
-    if rule == 'server_groups':
-        policies = sorted({snapshot.server_group(g).policy
-                           for g in server.server_groups
-                           if snapshot.server_group(g) is not None})
-        return 'server_groups (%s)' % ', '.join(policies or ['?'])
+    if rule in ('server_groups', 'soft_server_groups'):
+        policies = sorted({g.policy for g in _groups_of(snapshot, server)})
+        return '%s (%s)' % (rule, ', '.join(policies))
+    if rule == 'required_traits' and 'forbidden' in reason:
+        return 'forbidden_traits'  # one check for both (core/filters.py)
     return rule
 
 
@@ -401,7 +424,10 @@ def run_seed(conn, seed, pairs, servers, say=print, build=True):
     """The pairs of one seed, each a dict (see the module docstring)."""
     if build:
         started = time.monotonic()
-        devcloud('rules', seed, servers)
+        built = devcloud('rules', seed, servers)
+        for line in built.splitlines():
+            if line.startswith('rules: '):
+                say('seed %d: %s' % (seed, line[len('rules: '):]))
         say('seed %d: cloud built in %.0f s' % (
             seed, time.monotonic() - started))
     rng = random.Random(seed)
@@ -414,7 +440,7 @@ def run_seed(conn, seed, pairs, servers, say=print, build=True):
         if view is None:
             view = PlannerView(read(conn), wanted)
         snapshot = view.snapshot
-        drawn = sampler.pair(snapshot)
+        drawn = sampler.pair(view)
         if drawn is None:
             say('seed %d: no pair left to ask after %d' % (seed, len(results)))
             break
@@ -430,8 +456,8 @@ def run_seed(conn, seed, pairs, servers, say=print, build=True):
                 nova_reason += ' [log: %s]' % logged
         results.append({
             'seed': seed, 'index': len(results) + 1, 'target': target,
-            'rule': label(rule, server, snapshot),
-            'choice': rule in getattr(filters, 'CHOICES', ()),
+            'rule': label(rule, server, snapshot, verdict.reason),
+            'choice': rule in filters.CHOICES,
             'server': server.label, 'server_id': server.id,
             'project_id': server.project_id, 'flavor': server.flavor.name,
             'source': server.hypervisor, 'destination': dest.name,
@@ -449,7 +475,6 @@ def run_seed(conn, seed, pairs, servers, say=print, build=True):
                           results[-1]['nova'], nova_reason))
         if nova.accepted:
             view = None  # the next pair starts from the new placement
-            sampler.moved()
     say('seed %d: %d pairs in %.0f s' % (
         seed, len(results), time.monotonic() - started))
     return results
