@@ -208,7 +208,20 @@ def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
         'cpu': _cpu_info(hyp),
         'traits': [],
         'metrics': None,
+        'hypervisor_type': _text(hyp.get('hypervisor_type')),
+        'hypervisor_version': _version(hyp.get('hypervisor_version')),
     }
+
+
+def _text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def _version(value):
+    """Nova's hypervisor_version, an integer; anything else is unknown."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= 2 ** 53 - 1 else None
 
 
 def _cpu_info(hypervisor):

@@ -14,6 +14,7 @@ recently.
 """
 
 import collections
+import re
 
 from osc_leveller.core import config
 from osc_leveller.core import extra_specs
@@ -23,6 +24,10 @@ from osc_leveller.core import scoring
 
 AGGREGATE_SCOPE = 'aggregate_instance_extra_specs'
 TENANT_KEY = 'filter_tenant_id'
+ZONE_KEY = 'availability_zone'
+# A trait a flavor requires, in its unnamed request group or a granular one
+# (trait:NAME, trait1:NAME): what Nova's isolated aggregates compare.
+TRAIT_SPEC = re.compile(r'^trait[A-Za-z0-9_-]*:(.+)$')
 HOUR = 3600.0
 # The cooldown doubles with each move of the server in this many hours,
 RECENT_HOURS = 24.0
@@ -72,6 +77,19 @@ class Rules:
                         Moved(when, max(0.0, took), mig.source_compute))
         self.last_moved = {sid: max(m.ended for m in moves)
                            for sid, moves in self.moves_of.items()}
+        # {project: names of the aggregates a filter_tenant_id* key names
+        # it alone in}: Nova's limit_tenants_to_placement_aggregate finds
+        # those by exact value (a comma list confines nobody).
+        self.tenant_aggregates = collections.defaultdict(set)
+        # The zones aggregates define (not the default zone).
+        self.zones = set()
+        for hyp in snapshot.hypervisors:
+            for agg in hyp.aggregates:
+                for key, value in agg.metadata.items():
+                    if key.startswith(TENANT_KEY):
+                        self.tenant_aggregates[value].add(agg.name)
+                    elif key == ZONE_KEY:
+                        self.zones.add(value)
         # With keep_n_plus_one: the state whose moves keep N+1 (the
         # planner's, apply's) and its core.n_plus_one.Guard, built on first
         # use. Other states are trials of the path finder.
@@ -149,6 +167,48 @@ def migration_in_flight(server, rules):
 def blockers(server, rules):
     if server.blockers:
         return 'cannot live-migrate: %s' % '; '.join(server.blockers)
+
+
+# Flavor extra specs that give a server a NUMA topology (nova/virt/
+# hardware.py numa_get_constraints): pinned CPUs, NUMA nodes, page sizes.
+NUMA_SPECS = ('hw:numa_nodes', 'hw:mem_page_size', 'hw:cpu_realtime',
+              'hw:cpu_dedicated_mask', 'hw:emulator_threads_policy')
+
+
+def _numa_reason(server):
+    specs = server.flavor.extra_specs
+    if specs.get('hw:cpu_policy') in ('dedicated', 'mixed'):
+        return 'hw:cpu_policy=%s' % specs['hw:cpu_policy']
+    for key in sorted(specs):
+        if key in NUMA_SPECS or key.startswith(('hw:numa_cpus.',
+                                                'hw:numa_mem.')):
+            return '%s=%s' % (key, specs[key])
+    if model.PCPU in server.resources or 'resources:PCPU' in specs:
+        return 'dedicated CPUs (PCPU)'
+    return None
+
+
+def numa(server, rules):
+    """What the API cannot show: which CPUs and memory of a hypervisor's
+    NUMA cells are free. Nova's NUMATopologyFilter fits such a server to
+    them; the leveller cannot, so it does not move it."""
+    why = _numa_reason(server)
+    if why:
+        return 'has a NUMA topology (%s): the API does not show which ' \
+            'CPUs and memory of a hypervisor\'s NUMA cells are free, so ' \
+            'the leveller cannot check that a destination fits it ' \
+            '(NUMATopologyFilter)' % why
+
+
+def capabilities(server, rules):
+    """What the API cannot show: the host state Nova's
+    ComputeCapabilitiesFilter compares a flavor's capabilities:* extra
+    specs (and hw:maxphysaddr_bits) with."""
+    for key in sorted(server.flavor.extra_specs):
+        if key.startswith('capabilities:') or key == 'hw:maxphysaddr_bits':
+            return 'flavor extra spec %s: the API does not show the host ' \
+                'capabilities ComputeCapabilitiesFilter compares, so the ' \
+                'leveller cannot check a destination has them' % key
 
 
 def opted_out(server, rules):
@@ -253,15 +313,35 @@ def inventory(server, dest, state, rules):
 
 
 def availability_zone(server, dest, state, rules):
-    source = rules.snapshot.hypervisor(state.host_of(server.id))
+    """Nova's availability zone prefilter: a server pinned to a zone goes
+    only to members of the aggregates that define that zone. None define
+    the default zone: a server pinned to it may go anywhere. A snapshot
+    without the aggregates' zones is judged on the hypervisors' zones."""
     pinned = server.pinned_availability_zone
-    if pinned and dest.availability_zone != pinned:
-        return 'server is pinned to availability zone %s, hypervisor is in ' \
-            '%s' % (pinned, dest.availability_zone or 'none')
+    if not pinned:
+        return None
+    if rules.zones:
+        if pinned not in rules.zones or any(
+                agg.metadata.get(ZONE_KEY) == pinned
+                for agg in dest.aggregates):
+            return None
+    elif dest.availability_zone == pinned:
+        return None
+    return 'server is pinned to availability zone %s, hypervisor is in ' \
+        '%s' % (pinned, dest.availability_zone or 'none')
+
+
+def same_zone(server, dest, state, rules):
+    """The leveller's own rule: a server stays in the zone it is in, even
+    when Nova would move it (it is not pinned to one): its users chose
+    the zone, or placed their other servers for it."""
+    source = rules.snapshot.hypervisor(state.host_of(server.id))
     if dest.availability_zone != source.availability_zone:
-        return 'availability zone %s differs from the server\'s %s' % (
-            dest.availability_zone or 'none',
-            source.availability_zone or 'none')
+        return 'availability zone %s differs from the server\'s %s (the ' \
+            'leveller keeps a server in its zone; Nova would move this ' \
+            'one, not pinned to a zone)' % (
+                dest.availability_zone or 'none',
+                source.availability_zone or 'none')
 
 
 def cpu_compatible(server, dest, state, rules):
@@ -281,6 +361,35 @@ def cpu_compatible(server, dest, state, rules):
             dest.cpu_model or 'unknown', source.cpu_model or 'unknown')
 
 
+def _version_text(version):
+    """libvirt's integer version as Nova shows it: 8002000 is 8.2.0."""
+    return '%d.%d.%d' % (version // 1000000, version // 1000 % 1000,
+                         version % 1000)
+
+
+def hypervisor_version(server, dest, state, rules):
+    """As Nova's conductor (_check_compatible_with_source_hypervisor):
+    the same hypervisor type, and a version no older than the source's."""
+    source = rules.snapshot.hypervisor(state.host_of(server.id))
+    if source.hypervisor_type and dest.hypervisor_type and \
+            source.hypervisor_type != dest.hypervisor_type:
+        return 'hypervisor type %s differs from %s\'s %s' % (
+            dest.hypervisor_type, source.name, source.hypervisor_type)
+    if source.hypervisor_version is not None and \
+            dest.hypervisor_version is not None and \
+            dest.hypervisor_version < source.hypervisor_version:
+        return 'hypervisor version %s is older than %s\'s %s' % (
+            _version_text(dest.hypervisor_version), source.name,
+            _version_text(source.hypervisor_version))
+
+
+def metadata_values(dest, key):
+    """Every value of key in dest's aggregates, as Nova's scheduler reads
+    them (aggregate_metadata_get_by_host): each split at commas."""
+    return {value.strip() for agg in dest.aggregates if key in agg.metadata
+            for value in agg.metadata[key].split(',')}
+
+
 def _aggregate_specs(extra_specs):
     """Flavor extra specs AggregateInstanceExtraSpecsFilter matches."""
     for key, value in extra_specs.items():
@@ -293,21 +402,55 @@ def _aggregate_specs(extra_specs):
 
 def aggregate_extra_specs(server, dest, state, rules):
     for key, wanted in _aggregate_specs(server.flavor.extra_specs):
-        offered = sorted({agg.metadata[key] for agg in dest.aggregates
-                          if key in agg.metadata})
+        offered = sorted(metadata_values(dest, key))
         if not any(extra_specs.matches(value, wanted) for value in offered):
             return 'flavor wants aggregate metadata %s=%s, hypervisor ' \
                 'offers %s' % (key, wanted, ', '.join(offered) or 'none')
 
 
 def tenant_isolation(server, dest, state, rules):
+    """AggregateMultiTenancyIsolation: the projects every filter_tenant_id*
+    key of every aggregate of the host names, together."""
+    allowed, names = set(), []
     for agg in dest.aggregates:
-        allowed = set()
-        for key, value in agg.metadata.items():
-            if key.startswith(TENANT_KEY):
-                allowed.update(v.strip() for v in value.split(','))
-        if allowed and server.project_id not in allowed:
-            return 'aggregate %s is reserved for other projects' % agg.name
+        keys = [k for k in agg.metadata if k.startswith(TENANT_KEY)]
+        if keys:
+            names.append(agg.name)
+            allowed.update(v.strip() for k in keys
+                           for v in agg.metadata[k].split(','))
+    if allowed and server.project_id not in allowed:
+        return 'aggregate%s %s %s reserved for other projects' % (
+            's' if len(names) > 1 else '', ', '.join(sorted(names)),
+            'are' if len(names) > 1 else 'is')
+
+
+def tenant_aggregate(server, dest, state, rules):
+    """Nova's limit_tenants_to_placement_aggregate: a project that an
+    aggregate's filter_tenant_id* key names (alone) lands only in such
+    aggregates. The leveller assumes it is on, as operators isolating
+    projects turn it on."""
+    confined = rules.tenant_aggregates.get(server.project_id)
+    if confined and not confined & {agg.name for agg in dest.aggregates}:
+        return 'project %s is confined to aggregate%s %s ' \
+            '(limit_tenants_to_placement_aggregate)' % (
+                server.project_id, 's' if len(confined) > 1 else '',
+                ', '.join(sorted(confined)))
+
+
+def isolated_aggregate(server, dest, state, rules):
+    """Nova's enable_isolated_aggregate_filtering: a host in an aggregate
+    with trait:NAME=required metadata takes only servers whose flavor
+    requires NAME. The leveller assumes it is on."""
+    required = {match.group(1) for match in (
+        TRAIT_SPEC.match(k) for k, v in server.flavor.extra_specs.items()
+        if v == 'required') if match}
+    for agg in sorted(dest.aggregates, key=lambda a: a.name):
+        for key, value in sorted(agg.metadata.items()):
+            if key.startswith('trait:') and value == 'required' and \
+                    key[len('trait:'):] not in required:
+                return 'aggregate %s takes only servers whose flavor ' \
+                    'requires %s (enable_isolated_aggregate_filtering)' % (
+                        agg.name, key[len('trait:'):])
 
 
 def required_traits(server, dest, state, rules):
@@ -323,23 +466,50 @@ def required_traits(server, dest, state, rules):
                 trait, server.flavor.name or '')
 
 
+SOFT = 'soft-'
+
+
+def _group_refusal(server, dest, state, rules, group):
+    others = [m for m in rules.group_members[group.id] if m != server.id]
+    here = [m for m in others if state.host_of(m) == dest.name]
+    label = group.name or group.id
+    if group.policy.endswith('anti-affinity'):
+        # Nova defines max_server_per_host for hard anti-affinity only.
+        limit = (group.max_server_per_host or 1) \
+            if group.policy == 'anti-affinity' else 1
+        if len(here) >= limit:
+            names = ', '.join(sorted(
+                rules.snapshot.server(m).label for m in here))
+            return '%s group %s: %s already hosts %s' % (
+                group.policy, label, dest.name, names)
+    elif not others and not group.policy.startswith(SOFT):
+        # Nova's group hosts are those of every member, this one too
+        # (ServerGroupAffinityFilter, scheduler utils _get_group_details).
+        return 'affinity group %s: Nova keeps its only member on the ' \
+            'host it is on' % label
+    elif others and not here:
+        return '%s group %s: moving it alone would split it from %s' % (
+            group.policy, label, rules.snapshot.server(others[0]).label)
+
+
 def server_groups(server, dest, state, rules):
+    """ServerGroupAntiAffinityFilter and ServerGroupAffinityFilter."""
     for group in rules.groups_of.get(server.id, ()):
-        others = [m for m in rules.group_members[group.id] if m != server.id]
-        here = [m for m in others if state.host_of(m) == dest.name]
-        label = group.name or group.id
-        if group.policy.endswith('anti-affinity'):
-            # Nova defines max_server_per_host for hard anti-affinity only.
-            limit = (group.max_server_per_host or 1) \
-                if group.policy == 'anti-affinity' else 1
-            if len(here) >= limit:
-                names = ', '.join(sorted(
-                    rules.snapshot.server(m).label for m in here))
-                return '%s group %s: %s already hosts %s' % (
-                    group.policy, label, dest.name, names)
-        elif others and not here:
-            return '%s group %s: moving it alone would split it from %s' % (
-                group.policy, label, rules.snapshot.server(others[0]).label)
+        if not group.policy.startswith(SOFT):
+            reason = _group_refusal(server, dest, state, rules, group)
+            if reason:
+                return reason
+
+
+def soft_server_groups(server, dest, state, rules):
+    """The leveller's own rule: it keeps the soft policies as if they
+    were hard, though Nova only weighs them."""
+    for group in rules.groups_of.get(server.id, ()):
+        if group.policy.startswith(SOFT):
+            reason = _group_refusal(server, dest, state, rules, group)
+            if reason:
+                return '%s (a soft policy: Nova would allow it, the ' \
+                    'leveller keeps it)' % reason
 
 
 def capacity(server, dest, state, rules):
@@ -349,6 +519,11 @@ def capacity(server, dest, state, rules):
             return 'has no %s inventory' % rc
         if inv.max_unit is not None and amount > inv.max_unit:
             return 'needs %d %s, above max_unit %d' % (amount, rc, inv.max_unit)
+        if amount < inv.min_unit:
+            return 'needs %d %s, below min_unit %d' % (amount, rc, inv.min_unit)
+        if inv.step_size > 1 and amount % inv.step_size:
+            return 'needs %d %s, not a multiple of step_size %d' % (
+                amount, rc, inv.step_size)
         used = state.usage(dest.name, rc)
         if used + amount > inv.capacity:
             return '%s full: %d used + %d needed > %g capacity ' \
@@ -388,10 +563,18 @@ def ceiling(server, dest, state, rules):
 
 
 DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
-                       availability_zone, cpu_compatible,
-                       aggregate_extra_specs, tenant_isolation,
-                       required_traits, server_groups, capacity, saturation,
-                       ceiling)
+                       availability_zone, same_zone, cpu_compatible,
+                       hypervisor_version, aggregate_extra_specs,
+                       tenant_isolation, tenant_aggregate, isolated_aggregate,
+                       required_traits, server_groups, soft_server_groups,
+                       capacity, saturation, ceiling)
+
+# Checks that refuse what Nova would accept, on purpose: rules of the
+# leveller's own, and what the API cannot show (the leveller never guesses
+# yes). Each one's reason says so. The conformance benchmark
+# (benchmarks/conformance.py) counts the moves they cost apart.
+CHOICES = frozenset(('same_zone', 'soft_server_groups', 'numa',
+                     'capabilities', 'locked', 'source_usable'))
 
 
 # An operator's target placement is theirs to make: only the ceiling,

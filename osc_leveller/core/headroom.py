@@ -28,9 +28,13 @@ from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import scoring
 
+# A rebuild goes through Nova's scheduler and its prefilters, not the
+# conductor's live-migration checks (the hypervisor's version).
 FILTERS = (filters.service, filters.inventory, filters.availability_zone,
-           filters.cpu_compatible, filters.aggregate_extra_specs,
-           filters.tenant_isolation, filters.required_traits,
+           filters.cpu_compatible,
+           filters.aggregate_extra_specs, filters.tenant_isolation,
+           filters.tenant_aggregate, filters.isolated_aggregate,
+           filters.required_traits,
            filters.capacity)  # and server groups as a rebuild sees them
 # Above this many sets of k hypervisors, only the heaviest sets are packed.
 MAX_SETS = 200

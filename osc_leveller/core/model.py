@@ -138,6 +138,10 @@ class Hypervisor:
     cpu_features: frozenset = frozenset()
     traits: frozenset = frozenset()
     metrics: HostMetrics = None
+    # Nova's hypervisor_type and hypervisor_version (libvirt's: 8002000 is
+    # 8.2.0); '' and None when unknown.
+    hypervisor_type: str = ''
+    hypervisor_version: int = None
 
     def capacity(self, resource_class):
         inv = self.inventories.get(resource_class)

@@ -37,8 +37,10 @@ from osc_leveller.core import state as state_mod
 
 # Destination filters that do not depend on what else is on the hypervisor.
 STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
-                  filters.availability_zone, filters.cpu_compatible,
+                  filters.availability_zone, filters.same_zone,
+                  filters.cpu_compatible, filters.hypervisor_version,
                   filters.aggregate_extra_specs, filters.tenant_isolation,
+                  filters.tenant_aggregate, filters.isolated_aggregate,
                   filters.required_traits)
 SEARCH_STATES = 3000  # placements the exhaustive search may expand
 SEARCH_SERVERS = 24  # servers it may move; beyond, those of the touched hosts

@@ -71,9 +71,10 @@ def migratable(server, rules):
 
 
 def live_blockers(server, rules):
-    """What stops a live migration; a cold one takes the devices along."""
+    """What stops a live migration; a cold one takes the devices along,
+    and Nova's scheduler picks a NUMA fit for it."""
     if server.status not in model.STOPPED_STATUSES:
-        return filters.blockers(server, rules)
+        return filters.first_reason(_LIVE_ONLY, server, rules)
 
 
 def kind_of(server):
@@ -81,10 +82,14 @@ def kind_of(server):
     return COLD if server.status in model.STOPPED_STATUSES else LIVE
 
 
-# What Nova refuses, and what the operator said must not move.
+# What stops a live migration of a running server, or what the leveller
+# cannot check for one.
+_LIVE_ONLY = (filters.blockers, filters.numa, filters.capabilities)
+# What Nova refuses, what the leveller cannot check, and what the operator
+# said must not move.
 _NOVA = (filters.status, filters.task_state, filters.locked,
-         filters.migration_in_flight, filters.blockers, filters.opted_out,
-         filters.project)
+         filters.migration_in_flight) + _LIVE_ONLY + (filters.opted_out,
+                                                      filters.project)
 
 BALANCE = Policy('balance', _NOVA + (
     filters.cooldown, filters.source_in_scope, filters.source_usable),

@@ -286,6 +286,8 @@ def _hypervisor(data, path):
         cpu_features=frozenset(cpu.get('features', ())),
         traits=frozenset(data.get('traits', ())),
         metrics=_metrics(metrics) if metrics else None,
+        hypervisor_type=data.get('hypervisor_type') or '',
+        hypervisor_version=data.get('hypervisor_version'),
     )
 
 
@@ -465,6 +467,10 @@ def _hypervisor_doc(h):
         'traits': sorted(h.traits),
         'metrics': None,
     }
+    if h.hypervisor_type:
+        doc['hypervisor_type'] = h.hypervisor_type
+    if h.hypervisor_version is not None:
+        doc['hypervisor_version'] = h.hypervisor_version
     if h.metrics is not None:
         doc['metrics'] = _figures_doc(h.metrics)
     return doc

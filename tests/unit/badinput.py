@@ -176,7 +176,8 @@ def snapshot_doc():
             ram=0.2 + 0.6 * (i == 0),
             aggregates=[{'name': 'agg-%s' % name,
                          'metadata': {'ssd': 'true'}}],
-            traits=['HW_CPU_X86_AVX2'],
+            traits=['HW_CPU_X86_AVX2'], hypervisor_type='QEMU',
+            hypervisor_version=8002000,
             cpu_info={'arch': 'x86_64', 'model': 'Gen1',
                       'features': ['avx2', 'sse4.2']})
         hyp['service'].update(forced_down=False, disabled_reason=None)
@@ -614,6 +615,26 @@ def _semantic_snapshot(doc):
     return cases
 
 
+def _hypervisor_versions(doc):
+    """(label, document, path) of hypervisor versions and types no Nova
+    says: the live-migration check compares them."""
+    cases = []
+    for label, value in (('a dotted version', '8.2.0'),
+                         ('a fractional version', 8002000.5),
+                         ('a negative version', -1),
+                         ('a version past 2**53', 2 ** 60),
+                         ('a version that is true', True)):
+        d = copy.deepcopy(doc)
+        d['hypervisors'][1]['hypervisor_version'] = value
+        cases.append(('hypervisor_version: %s' % label, d,
+                      'hypervisors[1].hypervisor_version'))
+    d = copy.deepcopy(doc)
+    d['hypervisors'][2]['hypervisor_type'] = ['QEMU']
+    cases.append(('hypervisor_type: a list', d,
+                  'hypervisors[2].hypervisor_type'))
+    return cases
+
+
 def gen_snapshot_files(rng, count):
     cases = []
     path = DIR + '/snapshot.json'
@@ -647,6 +668,8 @@ def gen_snapshot_files(rng, count):
         cases.append(Case('snapshot-file', label, argv, code=code,
                           expect=(expect[0] if code == 0 else path,) + expect,
                           files={'snapshot.json': to_json(document)}))
+    for label, document, where in _hypervisor_versions(doc):
+        add(label, to_json(document), (where,))
     mutate = Mutator(doc, 'snapshot-v1')
     watcher = Mutator(watcher_doc(), 'watcher-cluster', keep=lambda p: (
         len(p) > 2 or p[0] not in ('hypervisors', 'servers')) and

@@ -1013,6 +1013,10 @@ class StandIn:
                 'traits': sorted(h.traits),
                 'cpu': {'arch': h.cpu_arch, 'model': h.cpu_model,
                         'features': sorted(h.cpu_features)},
+                # Nova always says; a snapshot without them: libvirt 8.2
+                'hypervisor_type': h.hypervisor_type or 'QEMU',
+                'hypervisor_version': 8002000 if h.hypervisor_version is None
+                else h.hypervisor_version,
                 'usages': dict(h.usages),
                 'metrics': {k: v for k, v in dataclasses.asdict(
                     h.metrics).items() if v is not None} if h.metrics else {},
@@ -1206,7 +1210,9 @@ class StandIn:
                                 'disabled_reason': h['disabled_reason']},
                     'inventories': copy.deepcopy(h['inventories']),
                     'usages': self._usage(h['uuid']),
-                    'cpu': dict(h['cpu']), 'traits': list(h['traits'])})
+                    'cpu': dict(h['cpu']), 'traits': list(h['traits']),
+                    'hypervisor_type': h['hypervisor_type'],
+                    'hypervisor_version': h['hypervisor_version']})
                 if h['metrics']:
                     hyps[-1]['metrics'] = dict(h['metrics'])
             servers = []
@@ -1908,7 +1914,8 @@ class StandIn:
         if not detail:
             return view
         view.update({
-            'hypervisor_type': 'QEMU', 'hypervisor_version': 8002000,
+            'hypervisor_type': h['hypervisor_type'],
+            'hypervisor_version': h['hypervisor_version'],
             'host_ip': host_ip(h['index']),
             'service': {'id': h['service_uuid'] if v >= (2, 53)
                         else h['index'], 'host': h['host'],

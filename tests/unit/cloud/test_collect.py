@@ -511,6 +511,29 @@ class TestCollect(unittest.TestCase):
                       'unexpected shape (TypeError: hypervisor_hostname is '
                       'list, not text)', str(ctx.exception))
 
+    def test_hypervisor_version_and_type_as_nova_says(self):
+        """What the live-migration check compares; a version that is no
+        integer Nova would send is unknown, not an error."""
+        conn = cloud(3)
+        world = conn.compute.world
+        page = world.hypervisor_page
+        versions = {'hv00': 9000000, 'hv01': '8.2.0', 'hv02': 2 ** 60}
+
+        def versioned(query, at):
+            body = page(query, at)
+            for record in body['hypervisors']:
+                name = record['hypervisor_hostname']
+                record['hypervisor_version'] = versions.get(name)
+                if name == 'hv02':
+                    record['hypervisor_type'] = ''
+            return body
+        with mock.patch.object(world, 'hypervisor_page', versioned):
+            snap = snapshot_io.parse(run(conn))
+        self.assertEqual(
+            [('QEMU', 9000000), ('QEMU', None), ('', None)],
+            [(h.hypervisor_type, h.hypervisor_version)
+             for h in snap.hypervisors])
+
     def test_servers_page_by_next_link_marker(self):
         conn = cloud(5)
         with mock.patch(__name__ + '.NOVA_MAX_LIMIT', 3):

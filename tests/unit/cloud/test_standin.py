@@ -72,6 +72,10 @@ def normalized(document):
 class TestCollector(unittest.TestCase):
     def test_collects_the_snapshot_it_serves(self):
         source = demo_slice()
+        # libvirt versions of an upgrade half done, as Nova says them
+        for i, hyp in enumerate(source['hypervisors']):
+            hyp.update(hypervisor_type='QEMU',
+                       hypervisor_version=(8002000, 9000000)[i % 2])
         with standin.StandIn(source) as cloud:
             document = collect.Collector(cloud.connection()).collect(
                 now=cloud.taken_at)
@@ -83,7 +87,7 @@ class TestCollector(unittest.TestCase):
                          [h['name'] for h in got['hypervisors']])
         for mine, theirs in zip(got['hypervisors'], want['hypervisors']):
             # name, host, uuid, zone, aggregates, service, inventories,
-            # usages and CPU
+            # usages, CPU and hypervisor type and version
             self.assertEqual(theirs, mine)
         self.assertEqual({s['id']: s for s in want['servers']},
                          {s['id']: s for s in got['servers']})

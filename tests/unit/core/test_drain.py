@@ -103,7 +103,9 @@ class TestPlanDrain(unittest.TestCase):
         self.assertIn('no hypervisor accepts it', why)
         self.assertIn('above max_unit 131072 (1 hypervisor)', why)
         self.assertIn('availability zone az2 differs from the server\'s az1 '
-                      '(1 hypervisor)', why)
+                      '(the leveller keeps a server in its zone; Nova would '
+                      'move this one, not pinned to a zone) (1 hypervisor)',
+                      why)
         self.assertFalse(result.complete)
 
     def test_n_plus_one_after_the_drain(self):

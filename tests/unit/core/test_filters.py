@@ -56,6 +56,38 @@ class TestServerFilters(unittest.TestCase):
         self.assertIn('cannot live-migrate: PCI device',
                       self.reason({'blockers': ['PCI device']}))
 
+    def test_numa_topology_cannot_be_checked(self):
+        """The API does not show free CPUs of NUMA cells: such a server
+        does not live-migrate by the leveller's hand."""
+        for specs, why in (({'hw:cpu_policy': 'dedicated'},
+                            'hw:cpu_policy=dedicated'),
+                           ({'hw:numa_nodes': '2'}, 'hw:numa_nodes=2'),
+                           ({'hw:mem_page_size': 'large'},
+                            'hw:mem_page_size=large'),
+                           ({'hw:cpu_policy': 'shared'}, None)):
+            flavor = {'name': 'f', 'vcpus': 2, 'ram': 4096,
+                      'extra_specs': specs}
+            reason = self.reason({'flavor': flavor})
+            if why is None:
+                self.assertIsNone(reason)
+            else:
+                self.assertEqual(
+                    'has a NUMA topology (%s): the API does not show which '
+                    'CPUs and memory of a hypervisor\'s NUMA cells are free, '
+                    'so the leveller cannot check that a destination fits it '
+                    '(NUMATopologyFilter)' % why, reason)
+        # pinned CPUs an image asked for show in the allocation
+        self.assertIn('has a NUMA topology (dedicated CPUs (PCPU))',
+                      self.reason({'resources': {'PCPU': 2,
+                                                 'MEMORY_MB': 4096}}))
+        self.assertIn('numa', filters.CHOICES)
+
+    def test_capabilities_cannot_be_checked(self):
+        flavor = {'name': 'f', 'vcpus': 2, 'ram': 4096, 'extra_specs': {
+            'capabilities:cpu_info:vendor': 'Intel'}}
+        self.assertIn('flavor extra spec capabilities:cpu_info:vendor: the '
+                      'API does not show', self.reason({'flavor': flavor}))
+
     def test_opt_out_by_metadata_or_tag(self):
         self.assertIn('opted out', self.reason(
             {'metadata': {'leveller:exclude': 'true'}}))
@@ -240,14 +272,34 @@ class TestDestinationFilters(unittest.TestCase):
                       check(hyps, servers, 's1', 'hv2'))
 
     def test_availability_zone(self):
-        self.assertIn('availability zone az2 differs from the server\'s az1',
+        self.assertIn('availability zone az2 differs from the server\'s az1 '
+                      '(the leveller keeps a server in its zone; Nova would '
+                      'move this one, not pinned to a zone)',
                       self.reason({'az': 'az2'}))
+        self.assertIn('same_zone', filters.CHOICES)
 
     def test_pinned_availability_zone(self):
-        hyps = [b.hypervisor('hv1', az='az1'), b.hypervisor('hv2', az='az1')]
+        """Nova's prefilter (map_az_to_placement_aggregate): members of the
+        aggregates that define the zone; the default zone, that no
+        aggregate defines, restricts nothing."""
+        def zone(name):
+            return [{'name': 'agg-' + name,
+                     'metadata': {'availability_zone': name}}]
+
+        hyps = [b.hypervisor('hv1', az='az3', aggregates=zone('az3')),
+                b.hypervisor('hv2', az='az1', aggregates=zone('az1')),
+                b.hypervisor('hv3', az='az3', aggregates=zone('az3'))]
         servers = [b.server('s1', 'hv1', pinned_availability_zone='az3')]
-        self.assertIn('pinned to availability zone az3',
-                      check(hyps, servers, 's1', 'hv2'))
+        self.assertEqual('server is pinned to availability zone az3, '
+                         'hypervisor is in az1',
+                         check(hyps, servers, 's1', 'hv2'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv3'))
+        servers = [b.server('s1', 'hv1', pinned_availability_zone='nova')]
+        snap = b.snapshot(hyps, servers)
+        rules = filters.Rules(snap, opts.PlannerOptions())
+        self.assertIsNone(filters.availability_zone(
+            snap.servers[0], snap.hypervisor('hv2'),
+            state_mod.new_state(snap), rules))
 
     def test_cpu_model(self):
         self.assertIn('CPU model Gen2 differs from the server\'s Gen1',
@@ -274,6 +326,27 @@ class TestDestinationFilters(unittest.TestCase):
         self.assertIsNone(check(hyps, servers, 's1', 'hv3', **features))
         self.assertIn('CPU model C differs', check(hyps, servers, 's1', 'hv3'))
 
+    def test_hypervisor_version_and_type(self):
+        """Nova's conductor: never to an older version, nor another type
+        (_check_compatible_with_source_hypervisor)."""
+        hyps = [b.hypervisor('hv1', hypervisor_type='QEMU',
+                             hypervisor_version=8002000),
+                b.hypervisor('hv2', hypervisor_type='QEMU',
+                             hypervisor_version=7000000),
+                b.hypervisor('hv3', hypervisor_type='QEMU',
+                             hypervisor_version=9000000),
+                b.hypervisor('hv4', hypervisor_type='VMware vCenter Server',
+                             hypervisor_version=8002000),
+                b.hypervisor('hv5')]
+        servers = [b.server('s1', 'hv1')]
+        self.assertEqual('hypervisor version 7.0.0 is older than hv1\'s '
+                         '8.2.0', check(hyps, servers, 's1', 'hv2'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv3'))
+        self.assertEqual('hypervisor type VMware vCenter Server differs from '
+                         'hv1\'s QEMU', check(hyps, servers, 's1', 'hv4'))
+        # unknown (a snapshot of an older leveller): not compared
+        self.assertIsNone(check(hyps, servers, 's1', 'hv5'))
+
     def test_aggregate_extra_specs(self):
         specs = {'aggregate_instance_extra_specs:ssd': 'true'}
         flavor = {'name': 'db', 'vcpus': 2, 'ram': 4096,
@@ -294,9 +367,22 @@ class TestDestinationFilters(unittest.TestCase):
         specs['aggregate_instance_extra_specs:ssd'] = '<or> maybe <or> false'
         self.assertIsNone(check(hyps, servers, 's1', 'hv4'))
 
+    def test_aggregate_metadata_lists(self):
+        """Nova splits each aggregate's value at commas
+        (aggregate_metadata_get_by_host)."""
+        flavor = {'name': 'db', 'vcpus': 2, 'ram': 4096, 'extra_specs': {
+            'aggregate_instance_extra_specs:ssd': 'true'}}
+        servers = [b.server('s1', 'hv1', flavor=flavor)]
+        hyps = [b.hypervisor('hv1'), b.hypervisor('hv2', aggregates=[
+            {'name': 'fast', 'metadata': {'ssd': 'nvme, true'}}])]
+        self.assertIsNone(check(hyps, servers, 's1', 'hv2'))
+        hyps[1]['aggregates'][0]['metadata']['ssd'] = 'nvme,truest'
+        self.assertIn('offers nvme, truest', check(hyps, servers, 's1', 'hv2'))
+
     def test_scoped_specs_of_other_filters_are_ignored(self):
         flavor = {'vcpus': 2, 'ram': 4096,
-                  'extra_specs': {'hw:mem_page_size': 'large'}}
+                  'extra_specs': {'hw:watchdog_action': 'reset',
+                                  'quota:cpu_shares': '2048'}}
         self.assertIsNone(self.reason(server_extra={'flavor': flavor}))
 
     def test_tenant_isolation(self):
@@ -305,6 +391,49 @@ class TestDestinationFilters(unittest.TestCase):
                          self.reason({'aggregates': agg}))
         self.assertIsNone(self.reason({'aggregates': agg},
                                       {'project_id': 'p9'}))
+
+    def test_tenant_isolation_joins_every_aggregate(self):
+        """AggregateMultiTenancyIsolation: the projects of every aggregate
+        of the host together, lists split at commas, suffixed keys too."""
+        aggs = [{'name': 'finance', 'metadata': {'filter_tenant_id': 'p9'}},
+                {'name': 'shared', 'metadata': {
+                    'filter_tenant_id': 'p7, p8', 'filter_tenant_id_2': 'p6'}}]
+        for project in ('p9', 'p8', 'p6'):
+            self.assertIsNone(self.reason({'aggregates': aggs},
+                                          {'project_id': project}))
+        self.assertEqual('aggregates finance, shared are reserved for other '
+                         'projects', self.reason({'aggregates': aggs}))
+
+    def test_tenant_confined_to_its_aggregates(self):
+        """limit_tenants_to_placement_aggregate: a project a key names
+        alone lands only in those aggregates; a list confines nobody."""
+        finance = {'name': 'finance', 'metadata': {'filter_tenant_id_9': 'p1'}}
+        shared = {'name': 'shared', 'metadata': {'filter_tenant_id': 'p1,p2'}}
+        hyps = [b.hypervisor('hv1', aggregates=[finance]),
+                b.hypervisor('hv2', aggregates=[shared]),
+                b.hypervisor('hv3'),
+                b.hypervisor('hv4', aggregates=[finance])]
+        servers = [b.server('s1', 'hv1'),
+                   b.server('s2', 'hv2', project_id='p2')]
+        self.assertEqual('project p1 is confined to aggregate finance '
+                         '(limit_tenants_to_placement_aggregate)',
+                         check(hyps, servers, 's1', 'hv3'))
+        self.assertIsNone(check(hyps, servers, 's1', 'hv4'))
+        self.assertIsNone(check(hyps, servers, 's2', 'hv3'))
+
+    def test_isolated_aggregate(self):
+        """enable_isolated_aggregate_filtering: only flavors requiring the
+        aggregate's trait (in any request group) go there."""
+        agg = [{'name': 'gpu', 'metadata': {'trait:CUSTOM_GPU': 'required'}}]
+        dest = {'aggregates': agg, 'traits': ['CUSTOM_GPU']}
+        self.assertEqual('aggregate gpu takes only servers whose flavor '
+                         'requires CUSTOM_GPU '
+                         '(enable_isolated_aggregate_filtering)',
+                         self.reason(dest))
+        for key in ('trait:CUSTOM_GPU', 'trait1:CUSTOM_GPU'):
+            flavor = {'name': 'g', 'vcpus': 2, 'ram': 4096,
+                      'extra_specs': {key: 'required'}}
+            self.assertIsNone(self.reason(dest, {'flavor': flavor}), key)
 
     def test_traits(self):
         flavor = {'name': 'nvme', 'vcpus': 2, 'ram': 4096,
@@ -343,6 +472,19 @@ class TestDestinationFilters(unittest.TestCase):
         servers = [b.server('s1', 'hv1', vcpus=8)]
         self.assertEqual('needs 8 VCPU, above max_unit 4',
                          check(hyps, servers, 's1', 'hv2'))
+
+    def test_capacity_min_unit_and_step_size(self):
+        """Placement's _capacity_check_clause: min_unit <= amount, and
+        amount a multiple of step_size."""
+        hyps = pair()
+        hyps[1]['inventories']['VCPU'].update(min_unit=4)
+        self.assertEqual('needs 2 VCPU, below min_unit 4',
+                         check(hyps, [b.server('s1', 'hv1')], 's1', 'hv2'))
+        hyps = pair()
+        hyps[1]['inventories']['MEMORY_MB'].update(step_size=3072)
+        self.assertEqual('needs 4096 MEMORY_MB, not a multiple of step_size '
+                         '3072',
+                         check(hyps, [b.server('s1', 'hv1')], 's1', 'hv2'))
 
     def test_ceiling(self):
         hyps = [b.hypervisor('hv1', cpu=0.9),
@@ -407,8 +549,11 @@ class TestServerGroups(unittest.TestCase):
     def test_soft_anti_affinity_is_kept_too(self):
         servers = [b.server('web1', 'hv1'), b.server('web2', 'hv2')]
         group = self.group('soft-anti-affinity', ['web1', 'web2'])
-        self.assertIn('soft-anti-affinity group web',
-                      check(self.hyps, servers, 'web1', 'hv2', [group]))
+        self.assertEqual(
+            'soft-anti-affinity group web: hv2 already hosts web2 (a soft '
+            'policy: Nova would allow it, the leveller keeps it)',
+            check(self.hyps, servers, 'web1', 'hv2', [group]))
+        self.assertIn('soft_server_groups', filters.CHOICES)
 
     def test_max_server_per_host(self):
         servers = [b.server('w1', 'hv1'), b.server('w2', 'hv2'),
@@ -444,7 +589,14 @@ class TestServerGroups(unittest.TestCase):
         group = self.group('affinity', ['db1', 'db2'])
         self.assertIsNone(check(self.hyps, servers, 'db1', 'hv2', [group]))
 
-    def test_lone_affinity_member_moves(self):
+    def test_lone_affinity_member_stays(self):
+        """Nova's group hosts include the member itself
+        (ServerGroupAffinityFilter with scheduler utils'
+        _get_group_details): its only member cannot leave its host."""
         servers = [b.server('db1', 'hv1')]
         group = self.group('affinity', ['db1'])
+        self.assertEqual(
+            'affinity group web: Nova keeps its only member on the host it '
+            'is on', check(self.hyps, servers, 'db1', 'hv2', [group]))
+        group['policy'] = 'soft-affinity'
         self.assertIsNone(check(self.hyps, servers, 'db1', 'hv2', [group]))

@@ -384,6 +384,9 @@ class TestApplyingAPath(unittest.TestCase):
         self.assertEqual([('id-a', []), ('id-b', []), ('id-a', [])],
                          nova.started)  # one at a time: each needs the last
 
+    KEPT_IN_ZONE = (' (the leveller keeps a server in its zone; Nova would '
+                    'move this one, not pinned to a zone)')
+
     def test_the_availability_zones_are_checked_again(self):
         """Each move is checked again against the zones as they are now:
         hv1 put in another zone, or a server pinned to another zone, since
@@ -396,9 +399,9 @@ class TestApplyingAPath(unittest.TestCase):
         for since, why in (
                 (hv1_elsewhere, [
                     ('a', 'hv3: availability zone az1 differs from the '
-                          'server\'s az2'),
+                          'server\'s az2' + self.KEPT_IN_ZONE),
                     ('b', 'hv1: availability zone az2 differs from the '
-                          'server\'s az1')]),
+                          'server\'s az1' + self.KEPT_IN_ZONE)]),
                 (a_pinned, [
                     ('a', 'hv3: server is pinned to availability zone az3, '
                           'hypervisor is in az1')])):
