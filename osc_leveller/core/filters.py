@@ -311,16 +311,36 @@ def tenant_isolation(server, dest, state, rules):
 
 
 def required_traits(server, dest, state, rules):
-    for key, value in server.flavor.extra_specs.items():
-        if not key.startswith('trait:'):
-            continue
-        trait = key[len('trait:'):]
-        if value == 'required' and trait not in dest.traits:
-            return 'lacks trait %s required by flavor %s' % (
-                trait, server.flavor.name or '')
-        if value == 'forbidden' and trait in dest.traits:
-            return 'has trait %s forbidden by flavor %s' % (
-                trait, server.flavor.name or '')
+    """Flavor trait specs against the traits of the hypervisor's root
+    resource provider.
+
+    Placement matches a request group's traits over the providers that
+    serve its resources (placement/objects/allocation_candidate.py,
+    _check_traits_for_alloc_request): together they must have every
+    required trait, and none of them a forbidden one. A server that may
+    move holds nothing on a child provider (that is a blocker), so each of
+    its groups is served by the root, the hypervisor's own provider: the
+    root alone decides, whatever traits its children have. Unknown traits
+    (not read from Placement) refuse a flavor with trait specs; they never
+    pass as none.
+    """
+    wanted = extra_specs.traits(server.flavor.extra_specs)
+    if not wanted:
+        return None
+    flavor = server.flavor.name or ''
+    if dest.traits is None:
+        trait, how = wanted[0]
+        return 'traits of resource provider %s are unknown (not read from ' \
+            'Placement): cannot check trait %s %s by flavor %s' % (
+                dest.name, trait, how, flavor)
+    for trait, how in wanted:
+        if how == extra_specs.REQUIRED and trait not in dest.traits:
+            return 'resource provider %s lacks trait %s required by ' \
+                'flavor %s' % (dest.name, trait, flavor)
+        if how == extra_specs.FORBIDDEN and trait in dest.traits:
+            return 'resource provider %s has trait %s forbidden by ' \
+                'flavor %s' % (dest.name, trait, flavor)
+    return None
 
 
 def server_groups(server, dest, state, rules):
