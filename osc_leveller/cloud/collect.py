@@ -157,7 +157,7 @@ def services(compute, retries=RETRIES, **query):
     return found
 
 
-def traits(placement, uuid, retries=RETRIES):
+def provider_traits(placement, uuid, retries=RETRIES):
     """The traits of a resource provider, checked as Placement writes them:
     a list of at most MAX_TRAITS trait names."""
     found = _get(placement, '/resource_providers/%s/traits' % uuid, 'traits',
@@ -435,7 +435,7 @@ def read_traits(placement, uuid, retries=RETRIES):
     them or its answer cannot be used: unknown traits, never none."""
     try:
         with reading('Placement GET /resource_providers/%s/traits' % uuid):
-            return traits(placement, uuid, retries), None
+            return provider_traits(placement, uuid, retries), None
     except CollectError as exc:
         return None, no_answer(exc.__cause__) or answers.short(exc)
 

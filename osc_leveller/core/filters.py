@@ -317,12 +317,13 @@ def required_traits(server, dest, state, rules):
     Placement matches a request group's traits over the providers that
     serve its resources (placement/objects/allocation_candidate.py,
     _check_traits_for_alloc_request): together they must have every
-    required trait, and none of them a forbidden one. A server that may
-    move holds nothing on a child provider (that is a blocker), so each of
-    its groups is served by the root, the hypervisor's own provider: the
-    root alone decides, whatever traits its children have. Unknown traits
-    (not read from Placement) refuse a flavor with trait specs; they never
-    pass as none.
+    required trait, and none of them a forbidden one; a child serving none
+    of them does not count. A server that may move holds nothing on a
+    child provider (that is a blocker) and the planner places its
+    resources on the root, so the root's traits decide. (Placement might
+    serve a group from a child with the trait: a move the planner does not
+    make, never one Nova refuses.) Unknown traits (not read) refuse a
+    flavor with trait specs; they never pass as none.
     """
     wanted = extra_specs.traits(server.flavor.extra_specs)
     if not wanted:
