@@ -62,6 +62,7 @@ import openstack  # noqa: E402
 from devcloud import devcloud_retry  # noqa: E402
 from osc_leveller.cloud import collect  # noqa: E402
 from osc_leveller.core import config  # noqa: E402
+from osc_leveller.core import extra_specs  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner as planner_mod  # noqa: E402
@@ -277,8 +278,7 @@ def _confined(snapshot, project):
 
 
 def _trait_specs(server, value):
-    return value in {v for k, v in _specs(server).items()
-                     if filters.TRAIT_SPEC.match(k)}
+    return value in {how for _, how in extra_specs.traits(_specs(server))}
 
 
 # target: (the servers it is about, or None for all; the planner's checks

@@ -4,16 +4,19 @@ The result is the documented snapshot format (osc-leveller-snapshot/1), so a
 live run and ``--snapshot FILE`` go through the same validation and the same
 core model. Compute calls are a fixed handful plus one per page, whatever the
 number of hypervisors; Placement has no bulk read, so it costs one call for
-the providers plus two per provider, made in parallel. Lists are read as
+the providers plus two per provider (inventories, allocations) and one per
+hypervisor's own provider (its traits), made in parallel. Lists are read as
 JSON, not as openstacksdk resources: building a resource costs milliseconds,
 minutes for the servers of a large cloud. The answers are joined into the
 document by cloud/document.py and checked as cloud/answers.py says.
 """
 
+import collections
 import concurrent.futures
 import dataclasses
 import datetime
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -45,6 +48,11 @@ MIGRATIONS_VERSION = '2.80'  # uuid, paging by next link
 SERVICE_VERSION = '2.53'  # service ids are uuids
 PLACEMENT_MIN = '1.14'  # root and parent provider uuids
 ALLOCATIONS_VERSION = '1.28'
+TRAITS_VERSION = '1.6'  # GET /resource_providers/{uuid}/traits from 1.6
+# Trait names as Placement allows them (placement/schemas/trait.py), and
+# at most as many per provider as a snapshot holds.
+TRAIT_NAME = re.compile('[A-Z0-9_]{1,255}')
+MAX_TRAITS = 1000
 GROUP_PAGE = 1000
 WORKERS = 16  # parallel Placement reads; the connection pool is as large
 RETRIES = 2  # reads that got no answer, sent again (setting cloud.retries)
@@ -149,6 +157,23 @@ def services(compute, retries=RETRIES, **query):
     return found
 
 
+def provider_traits(placement, uuid, retries=RETRIES):
+    """The traits of a resource provider, checked as Placement writes them:
+    a list of at most MAX_TRAITS trait names."""
+    found = _get(placement, '/resource_providers/%s/traits' % uuid, 'traits',
+                 list, retries, microversion=TRAITS_VERSION)
+    if len(found) > MAX_TRAITS:
+        raise ValueError('%d traits, more than the %d a provider may have '
+                         'here' % (len(found), MAX_TRAITS))
+    for name in found:
+        if not isinstance(name, str) or not TRAIT_NAME.fullmatch(name):
+            text = json.dumps(name)
+            raise ValueError('%s is not a trait name (1 to 255 of A-Z, '
+                             '0-9 and _)' % (text if len(text) <= 40
+                                             else text[:37] + '...'))
+    return sorted(set(found))
+
+
 def servers_version(compute):
     """The newest server microversion both we and Nova know."""
     return sdk_utils.maximum_supported_microversion(
@@ -231,19 +256,24 @@ class Collector:
         ahead = Measuring(self, _expected_refs(hyps, providers)) \
             if self.metrics is not None else None
         pool = concurrent.futures.ThreadPoolExecutor(self.workers)
+        # Names that are not text: build_document says what is wrong.
+        names = {name for name in (h.get('hypervisor_hostname')
+                                   for h in hyps) if isinstance(name, str)}
         try:
-            pending = [pool.submit(self._provider, rp) for rp in providers]
+            pending = [pool.submit(self._provider, rp, names)
+                       for rp in providers]
             found = self._read_servers()
             aggs, groups, migs = self._read_nova_lists(now)
-            providers, allocations, unanswered = self._placement_answers(
-                providers, pending)
+            providers, allocations, unanswered, traits = \
+                self._placement_answers(providers, pending)
             document = document_mod.build_document(
                 now=now, cloud=getattr(self.conn.config, 'name', None),
                 region=getattr(self.conn.config, 'region_name', None),
                 services=compute_services, hypervisors=hyps,
                 aggregates=aggs, servers=found, groups=groups,
                 migrations=migs, providers=providers,
-                allocations=allocations, unanswered=unanswered)
+                allocations=allocations, unanswered=unanswered,
+                traits=traits.known, traits_unread=traits.unread)
             document['source'].update(identity.of(self.conn))
             self.children = {rp['uuid']: rp['name'] for rp, _ in providers
                              if rp.get('parent_provider_uuid')}
@@ -300,23 +330,28 @@ class Collector:
         return aggs, groups, migs
 
     def _placement_answers(self, providers, pending):
-        """[(provider, inventories)], {uuid: allocations} and {uuid: why}
-        of the providers Placement did not answer for, as _provider's reads
-        end."""
+        """[(provider, inventories)], {uuid: allocations}, {uuid: why} of
+        the providers Placement did not answer for, and the Traits of the
+        hypervisors' providers, as _provider's reads end."""
         say = self.progress
-        say.begin('Placement inventories and allocations',
+        say.begin('Placement inventories, allocations and traits',
                   total=len(providers))
         results = {}
         for rp, future in zip(providers, pending):
             results[rp['uuid']] = future.result()
             say.advance()
         say.end('%d resource providers' % len(providers))
-        unanswered = {uuid: why for uuid, (_, _, why) in results.items()
-                      if why}
-        allocations = {uuid: result[1] for uuid, result in results.items()
+        unanswered = {uuid: r.why for uuid, r in results.items() if r.why}
+        allocations = {uuid: r.allocations for uuid, r in results.items()
                        if uuid not in unanswered}
-        return ([(rp, results[rp['uuid']][0]) for rp in providers],
-                allocations, unanswered)
+        found = Traits({}, {})
+        for uuid, r in results.items():
+            if r.traits_why:
+                found.unread[uuid] = r.traits_why
+            elif r.traits is not None:
+                found.known[uuid] = r.traits
+        return ([(rp, results[rp['uuid']].inventories) for rp in providers],
+                allocations, unanswered, found)
 
     def _add_measured(self, document, ahead):
         """Prometheus's reading, begun ahead, joined to the document."""
@@ -353,10 +388,12 @@ class Collector:
                 groups.extend(page)
                 offset += len(page)
 
-    def _provider(self, rp):
-        """(inventories, allocations, None), or (None, None, why) when
-        Placement did not answer: that provider is left out, not the whole
-        read (an answer of the wrong shape still ends it)."""
+    def _provider(self, rp, hypervisors=()):
+        """What Placement says of one provider (a ProviderAnswer); when it
+        did not answer, why: that provider is left out, not the whole read
+        (an answer of the wrong shape still ends it). The traits of a
+        hypervisor's own provider (a root named as Nova names a
+        hypervisor) are read too; if they cannot be, they are unknown."""
         try:
             url = '/resource_providers/%s/inventories' % rp['uuid']
             with reading('Placement GET %s' % url):
@@ -371,8 +408,36 @@ class Collector:
             reason = no_answer(exc.__cause__)
             if not reason:
                 raise
-            return None, None, reason
-        return inventories, allocations, None
+            return ProviderAnswer(None, None, reason)
+        answer = ProviderAnswer(inventories, allocations)
+        if rp.get('name') in hypervisors and \
+                not rp.get('parent_provider_uuid'):
+            found, why = read_traits(self.conn.placement, rp['uuid'],
+                                     self.retries)
+            answer = answer._replace(traits=found, traits_why=why)
+        return answer
+
+
+class ProviderAnswer(collections.namedtuple('ProviderAnswer', (
+        'inventories', 'allocations', 'why', 'traits', 'traits_why'),
+        defaults=(None, None, None))):
+    """Placement's answers for one provider: why, if it did not answer;
+    traits (a list, None if not read) and why they could not be."""
+
+
+class Traits(collections.namedtuple('Traits', 'known unread')):
+    """The traits of hypervisors' providers: known {uuid: [trait]} and
+    unread {uuid: why they could not be read}."""
+
+
+def read_traits(placement, uuid, retries=RETRIES):
+    """([trait], None), or (None, why) when Placement did not answer for
+    them or its answer cannot be used: unknown traits, never none."""
+    try:
+        with reading('Placement GET /resource_providers/%s/traits' % uuid):
+            return provider_traits(placement, uuid, retries), None
+    except CollectError as exc:
+        return None, no_answer(exc.__cause__) or answers.short(exc)
 
 
 def no_answer(exc):

@@ -25,7 +25,7 @@ INVENTORY = ('total', 'reserved', 'allocation_ratio', 'min_unit',
 
 def build_document(now, cloud, region, services, hypervisors, aggregates,
                    servers, groups, migrations, providers, allocations,
-                   unanswered=None):
+                   unanswered=None, traits=None, traits_unread=None):
     """Join what Nova and Placement said into a snapshot document.
 
     The joins, all of them:
@@ -44,15 +44,19 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
     providers: [(provider, its inventories)]; allocations: {provider uuid:
     Placement's allocations}; unanswered: {provider uuid: why} of providers
     Placement did not answer for. A hypervisor whose provider, or one of
-    its children, went unanswered is left out, and the note says so. A part
-    of an answer that does not have the shape of Nova's or Placement's is a
+    its children, went unanswered is left out, and the note says so.
+    traits: {provider uuid: its traits}; a hypervisor whose provider is
+    not there has unknown traits (null), and traits_unread {provider uuid:
+    why they could not be read} names it in the note. A part of an answer
+    that does not have the shape of Nova's or Placement's is a
     CollectError naming that part.
     """
     by_host = _services_by_host(services)
     host_aggregates = _aggregates_by_host(aggregates)
     roots, children, silent = _provider_tree(providers, unanswered or {})
     hyps = build_hypervisors(hypervisors, roots, silent, by_host,
-                             host_aggregates, allocations)
+                             host_aggregates, allocations, traits,
+                             traits_unread)
     server_docs = build_servers(servers, hyps,
                                 _child_allocations(children, allocations))
     if hyps.not_answered and not hyps.docs:
@@ -81,6 +85,10 @@ def build_source(cloud, region, hyps):
     if hyps.not_answered:
         notes.append('left out, Placement did not answer for them: %s'
                      % ', '.join(sorted(hyps.not_answered)))
+    if hyps.traits_unread:
+        notes.append('traits not read, flavors with trait extra specs do '
+                     'not move to them: %s' % ', '.join(
+                         sorted(hyps.traits_unread)))
     if notes:
         source['note'] = '; '.join(notes)
     return source
@@ -123,11 +131,12 @@ def _provider_tree(providers, unanswered):
 
 
 class Hypervisors(collections.namedtuple('Hypervisors', (
-        'docs', 'consumers', 'left_out', 'not_answered'))):
+        'docs', 'consumers', 'left_out', 'not_answered', 'traits_unread'))):
     """The hypervisors section and what the rest of the document joins to
     it: consumers {consumer: {hypervisor: resources on its root provider}};
     the names of hypervisors left out, without a root provider, and those
-    Placement did not answer for, with why."""
+    Placement did not answer for, with why; those whose traits it did not
+    give, with why."""
 
 
 def compute_host(hyp):
@@ -138,9 +147,11 @@ def compute_host(hyp):
 
 
 def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
-                      allocations):
-    """Hypervisors with their root provider's inventories and usages."""
-    found = Hypervisors([], {}, [], [])
+                      allocations, traits=None, traits_unread=None):
+    """Hypervisors with their root provider's inventories, usages and
+    traits (see build_document)."""
+    traits, traits_unread = traits or {}, traits_unread or {}
+    found = Hypervisors([], {}, [], [], [])
     for hyp in hypervisors:
         with answers.reading('Nova GET /os-hypervisors/detail'):
             name = hyp['hypervisor_hostname']
@@ -163,7 +174,10 @@ def build_hypervisors(hypervisors, roots, silent, by_host, host_aggregates,
         with answers.reading('Nova GET /os-hypervisors/detail (%s)' % name):
             found.docs.append(_hypervisor_doc(
                 hyp, host, rp['uuid'], by_host.get(host), host_aggregates,
-                inventories, usages))
+                inventories, usages, traits.get(rp['uuid'])))
+        if rp['uuid'] in traits_unread:
+            found.traits_unread.append('%s (%s)' % (
+                name, traits_unread[rp['uuid']]))
     return found
 
 
@@ -189,7 +203,7 @@ def _inventories(uuid, inventories):
 
 
 def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
-                    usages):
+                    usages, traits=None):
     service = service or {}
     return {
         'name': hyp['hypervisor_hostname'],
@@ -206,7 +220,7 @@ def _hypervisor_doc(hyp, host, uuid, service, host_aggregates, inventories,
         'inventories': inventories,
         'usages': usages,
         'cpu': _cpu_info(hyp),
-        'traits': [],
+        'traits': None if traits is None else list(traits),
         'metrics': None,
         'hypervisor_type': _text(hyp.get('hypervisor_type')),
         'hypervisor_version': _version(hyp.get('hypervisor_version')),

@@ -3,11 +3,11 @@
 Before it starts a migration the executor re-checks the move against the
 cloud. Those checks read the moving server (status, task, lock, flavour,
 metadata, its allocations and migrations), its source and destination
-(compute service, hypervisor details, aggregates, Placement inventories and
-allocations, the servers on them and their measured load) and where the
-members of its server groups are. This module reads exactly that, a fixed
-number of requests whatever the size of the cloud, and keeps the rest of
-the earlier document, which no re-check of these moves reads.
+(compute service, hypervisor details, aggregates, Placement inventories,
+allocations and traits, the servers on them and their measured load) and
+where the members of its server groups are. This module reads exactly
+that, a fixed number of requests whatever the size of the cloud, and keeps
+the rest of the earlier document, which no re-check of these moves reads.
 
 A server that was on a re-read hypervisor and is no longer there, and a
 member of a re-read group that the earlier document does not know, are read
@@ -73,7 +73,9 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
         providers=[(p['provider'], p['inventories'])
                    for p in parts.values()],
         allocations={p['provider']['uuid']: p['allocations']
-                     for p in parts.values()})
+                     for p in parts.values()},
+        traits={p['provider']['uuid']: p['traits'] for p in parts.values()
+                if p['traits'] is not None})
     for name, p in parts.items():
         if p['details'].get('host_ip'):
             collector.host_ips[name] = p['details']['host_ip']
@@ -221,9 +223,12 @@ class _Reader:
             allocations = collect._get(
                 self.conn.placement, url, 'allocations', dict, self.retries,
                 microversion=collect.ALLOCATIONS_VERSION)
+        # Unread, they are unknown: a move that needs them is refused.
+        traits, _ = collect.read_traits(self.conn.placement,
+                                        provider['uuid'], self.retries)
         return {'details': details, 'service': service,
                 'provider': provider, 'inventories': inventories,
-                'allocations': allocations}
+                'allocations': allocations, 'traits': traits}
 
     def _provider(self, name, uuid):
         """(provider, inventories) by the earlier uuid, else by name."""

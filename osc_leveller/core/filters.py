@@ -14,7 +14,6 @@ recently.
 """
 
 import collections
-import re
 
 from osc_leveller.core import config
 from osc_leveller.core import extra_specs
@@ -25,9 +24,6 @@ from osc_leveller.core import scoring
 AGGREGATE_SCOPE = 'aggregate_instance_extra_specs'
 TENANT_KEY = 'filter_tenant_id'
 ZONE_KEY = 'availability_zone'
-# A trait a flavor requires, in its unnamed request group or a granular one
-# (trait:NAME, trait1:NAME): what Nova's isolated aggregates compare.
-TRAIT_SPEC = re.compile(r'^trait[A-Za-z0-9_-]*:(.+)$')
 HOUR = 3600.0
 # The cooldown doubles with each move of the server in this many hours,
 RECENT_HOURS = 24.0
@@ -441,9 +437,8 @@ def isolated_aggregate(server, dest, state, rules):
     """Nova's enable_isolated_aggregate_filtering: a host in an aggregate
     with trait:NAME=required metadata takes only servers whose flavor
     requires NAME. The leveller assumes it is on."""
-    required = {match.group(1) for match in (
-        TRAIT_SPEC.match(k) for k, v in server.flavor.extra_specs.items()
-        if v == 'required') if match}
+    required = {trait for trait, how in extra_specs.traits(
+        server.flavor.extra_specs) if how == extra_specs.REQUIRED}
     for agg in sorted(dest.aggregates, key=lambda a: a.name):
         for key, value in sorted(agg.metadata.items()):
             if key.startswith('trait:') and value == 'required' and \
@@ -454,16 +449,37 @@ def isolated_aggregate(server, dest, state, rules):
 
 
 def required_traits(server, dest, state, rules):
-    for key, value in server.flavor.extra_specs.items():
-        if not key.startswith('trait:'):
-            continue
-        trait = key[len('trait:'):]
-        if value == 'required' and trait not in dest.traits:
-            return 'lacks trait %s required by flavor %s' % (
-                trait, server.flavor.name or '')
-        if value == 'forbidden' and trait in dest.traits:
-            return 'has trait %s forbidden by flavor %s' % (
-                trait, server.flavor.name or '')
+    """Flavor trait specs against the traits of the hypervisor's root
+    resource provider.
+
+    Placement matches a request group's traits over the providers that
+    serve its resources (placement/objects/allocation_candidate.py,
+    _check_traits_for_alloc_request): together they must have every
+    required trait, and none of them a forbidden one; a child serving none
+    of them does not count. A server that may move holds nothing on a
+    child provider (that is a blocker) and the planner places its
+    resources on the root, so the root's traits decide. (Placement might
+    serve a group from a child with the trait: a move the planner does not
+    make, never one Nova refuses.) Unknown traits (not read) refuse a
+    flavor with trait specs; they never pass as none.
+    """
+    wanted = extra_specs.traits(server.flavor.extra_specs)
+    if not wanted:
+        return None
+    flavor = server.flavor.name or ''
+    if dest.traits is None:
+        trait, how = wanted[0]
+        return 'traits of resource provider %s are unknown (not read from ' \
+            'Placement): cannot check trait %s %s by flavor %s' % (
+                dest.name, trait, how, flavor)
+    for trait, how in wanted:
+        if how == extra_specs.REQUIRED and trait not in dest.traits:
+            return 'resource provider %s lacks trait %s required by ' \
+                'flavor %s' % (dest.name, trait, flavor)
+        if how == extra_specs.FORBIDDEN and trait in dest.traits:
+            return 'resource provider %s has trait %s forbidden by ' \
+                'flavor %s' % (dest.name, trait, flavor)
+    return None
 
 
 SOFT = 'soft-'

@@ -136,7 +136,9 @@ class Hypervisor:
     cpu_arch: str = ''
     cpu_model: str = ''
     cpu_features: frozenset = frozenset()
-    traits: frozenset = frozenset()
+    # Placement's traits of its resource provider; None: unknown (not read,
+    # or Placement's answer could not be used).
+    traits: frozenset = None
     metrics: HostMetrics = None
     # Nova's hypervisor_type and hypervisor_version (libvirt's: 8002000 is
     # 8.2.0); '' and None when unknown.

@@ -148,7 +148,8 @@ def fingerprint(snap):
                    for rc, i in hyp.inventories.items()),
             sorted((a.name, sorted(a.metadata.items()))
                    for a in hyp.aggregates),
-            hyp.cpu_model, sorted(hyp.cpu_features), sorted(hyp.traits))
+            hyp.cpu_model, sorted(hyp.cpu_features),
+            None if hyp.traits is None else sorted(hyp.traits))
     for server in sorted(snap.servers, key=lambda s: s.id):
         add(server.id, server.hypervisor, server.status, server.task_state,
             server.locked, server.project_id, sorted(server.metadata.items()),

@@ -284,11 +284,17 @@ def _hypervisor(data, path):
         cpu_arch=cpu.get('arch') or '',
         cpu_model=cpu.get('model') or '',
         cpu_features=frozenset(cpu.get('features', ())),
-        traits=frozenset(data.get('traits', ())),
+        traits=_traits(data.get('traits')),
         metrics=_metrics(metrics) if metrics else None,
         hypervisor_type=data.get('hypervisor_type') or '',
         hypervisor_version=data.get('hypervisor_version'),
     )
+
+
+def _traits(names):
+    """A hypervisor's traits; None (unknown) when the document has none:
+    no list at all is not an empty one."""
+    return None if names is None else frozenset(names)
 
 
 def _metrics(data):
@@ -464,7 +470,7 @@ def _hypervisor_doc(h):
         'usages': dict(h.usages),
         'cpu': {'arch': h.cpu_arch, 'model': h.cpu_model,
                 'features': sorted(h.cpu_features)},
-        'traits': sorted(h.traits),
+        'traits': None if h.traits is None else sorted(h.traits),
         'metrics': None,
     }
     if h.hypervisor_type:

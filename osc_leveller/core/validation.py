@@ -165,6 +165,11 @@ def _explain(document, schema, error):
             ', '.join(_short(v) for v in limit), _short(value))
     elif kind == 'minLength':
         message = 'must not be empty'
+    elif kind == 'maxLength':  # not quoted whole: it is long
+        message = 'must be at most %d characters (got %d: %s)' % (
+            limit, len(value), _short(value))
+    elif kind == 'maxItems':
+        message = 'must have at most %d items (got %d)' % (limit, len(value))
     elif kind == 'pattern':
         message = 'must match %s (got %s)' % (limit, _short(value))
     elif kind in ('minimum', 'maximum') and abs(limit) == MAX_MAGNITUDE:

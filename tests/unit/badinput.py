@@ -668,6 +668,8 @@ def gen_snapshot_files(rng, count):
         cases.append(Case('snapshot-file', label, argv, code=code,
                           expect=(expect[0] if code == 0 else path,) + expect,
                           files={'snapshot.json': to_json(document)}))
+    for label, document, where in _trait_snapshots(doc):
+        add(label, to_json(document), (where,))
     for label, document, where in _hypervisor_versions(doc):
         add(label, to_json(document), (where,))
     mutate = Mutator(doc, 'snapshot-v1')
@@ -1385,7 +1387,84 @@ def gen_cloud_answers(rng, count):
             'cloud-answer', label, list(rng.choice(LIVE_COMMANDS)),
             expect=(names,), cloud=Cloud(corrupt=spoil),
             secrets=(KEYSTONE_PASSWORD,)))
-    return (terminal_names() + cases)[:count]
+    return (terminal_names() + cases)[:count] + trait_answers()
+
+
+# -- traits: a snapshot's, and Placement's answers for hv2 -------------------
+
+TRAITS_PATH = '/resource_providers/%s/traits' % rp_uuid('hv2')
+TRAITS_NOTE = 'traits not read, flavors with trait extra specs do not ' \
+    'move to them: hv2 ('
+
+
+def _trait_snapshots(doc):
+    """(label, document, path) of snapshots whose traits Placement would
+    never give: not a list of at most 1000 trait names."""
+    cases = []
+    for label, value, where in (
+            ('a trait in lower case', ['hw_cpu_x86_avx2'], '.traits[0]'),
+            ('an empty trait', [''], '.traits[0]'),
+            ('a trait of 256 characters', ['A' * 256], '.traits[0]'),
+            ('a trait that is a number', [7], '.traits[0]'),
+            ('a trait with an escape sequence', ['CUSTOM_\x1b[31mRED'],
+             '.traits[0]'),
+            ('traits as one text', 'CUSTOM_NVME', '.traits'),
+            ('traits as an object', {'CUSTOM_NVME': True}, '.traits'),
+            ('1001 traits', ['CUSTOM_%d' % i for i in range(1001)],
+             '.traits')):
+        d = copy.deepcopy(doc)
+        d['hypervisors'][1]['traits'] = value
+        cases.append(('hypervisor traits: ' + label, d,
+                      'hypervisors[1]' + where))
+    return cases
+
+
+def trait_answers():
+    """Placement's traits of hv2 not answered, or no list of trait names:
+    hv2 stays with its traits unknown, named in the note (exit 0), and a
+    flavor with trait specs is refused there, saying why."""
+    def traits(value):
+        def spoil(cloud):
+            cloud._provider_index[rp_uuid('hv2')]['traits'] = value
+        return spoil
+
+    def forbidding(cloud):
+        server = next(iter(cloud._server_list.values()))
+        server['flavor']['extra_specs'] = {'trait:CUSTOM_SLOW': 'forbidden'}
+
+    def case(label, argv, expect, faults=(), corrupt=None):
+        return Case('cloud-answer', 'hv2 traits: ' + label, argv,
+                    expect=expect, code=0, cloud=Cloud(
+                        faults=faults, corrupt=corrupt),
+                    secrets=(KEYSTONE_PASSWORD,))
+
+    found = [case(kind, LIVE_COMMANDS[i % len(LIVE_COMMANDS)],
+                  (TRAITS_NOTE,), faults=(('placement', TRAITS_PATH, kind),))
+             for i, kind in enumerate(FAULT_KINDS)]
+    for i, (label, value, why) in enumerate((
+            ('lower case', ['hw_cpu_x86_avx2'], 'is not a trait name'),
+            ('a number', [7], '7 is not a trait name'),
+            ('null', [None], 'null is not a trait name'),
+            ('an escape sequence', ['CUSTOM_\x1b[2J'],
+             '"CUSTOM_\\u001b[2J" is not a trait name'),
+            ('256 characters', ['A' * 256], 'is not a trait name'),
+            ('1001 traits', ['CUSTOM_%d' % n for n in range(1001)],
+             '1001 traits, more than the 1000'))):
+        found.append(case(label, LIVE_COMMANDS[i % len(LIVE_COMMANDS)],
+                          (TRAITS_NOTE, why), corrupt=traits(value)))
+    found.append(case(
+        'nested %d deep' % TOO_DEEP, ['leveller', 'score'],
+        ('traits not read', 'nested too deeply'), corrupt=answer_raw(
+            'placement', '/resource_providers/{id}/traits',
+            b'{"traits": ' + b'[' * TOO_DEEP + b']' * TOO_DEEP + b'}')))
+    found.append(case(
+        'unknown, a flavor forbidding a trait', [
+            'leveller', 'plan', '-f', 'json', '--explain', 'hot0'],
+        (TRAITS_NOTE, 'traits of resource provider hv2 are unknown (not '
+         'read from Placement): cannot check trait CUSTOM_SLOW forbidden'),
+        faults=(('placement', TRAITS_PATH, 'status:503'),),
+        corrupt=forbidding))
+    return found
 
 
 # Escape sequences and controls a name may carry, and what a terminal is

@@ -28,6 +28,7 @@ def hypervisor(name, az='az1', model='Gen1', vcpus=32, ram_gb=128,
         },
         'cpu': cpu_info or {'arch': 'x86_64', 'model': model,
                             'features': []},
+        'traits': [],
     }
     if cpu is not None:
         doc['metrics'] = {'cpu': cpu, 'ram': ram if ram is not None else cpu}

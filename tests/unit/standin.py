@@ -37,6 +37,7 @@ import collections
 import copy
 import dataclasses
 import datetime
+import email.utils
 import functools
 import hashlib
 import heapq
@@ -422,10 +423,13 @@ class StandIn:
     prometheus: a function promql -> [(labels, value)], or None for no
     series; prometheus_names: the metric names its label values API
     lists. child_providers: {hypervisor name: [{'name', 'inventories',
-    'allocations': {consumer: {rc: amount}}}]}, nested Placement
-    providers. migration_outcome: 'completed', 'running' (until
-    complete_migrations()) or 'error'; the same for cold migrations, which
-    complete as 'finished' (VERIFY_RESIZE) until confirmed.
+    'allocations': {consumer: {rc: amount}}, 'traits'}]}, nested Placement
+    providers. A provider's traits can be set as in Placement (PUT
+    /resource_providers/{uuid}/traits at its generation); a hypervisor
+    whose traits the snapshot does not know has none. migration_outcome:
+    'completed', 'running' (until complete_migrations()) or 'error'; the
+    same for cold migrations, which complete as 'finished' (VERIFY_RESIZE)
+    until confirmed.
 
     For scale work: latency, seconds before each answer (a number, or
     {service: seconds}); concurrency, requests one service serves at once
@@ -969,6 +973,8 @@ class StandIn:
                  self._rp_allocations, True),
                 ('GET', '/resource_providers/{id}/traits', self._traits,
                  True),
+                ('PUT', '/resource_providers/{id}/traits', self._set_traits,
+                 True),
                 ('GET', '/allocations/{id}', self._consumer, True),
             ],
             'prometheus': [
@@ -1010,7 +1016,8 @@ class StandIn:
                     'step_size': i.step_size,
                     'allocation_ratio': i.allocation_ratio}
                     for rc, i in h.inventories.items()},
-                'traits': sorted(h.traits),
+                # A real provider always has a list: unknown is none here.
+                'traits': sorted(h.traits or ()),
                 'cpu': {'arch': h.cpu_arch, 'model': h.cpu_model,
                         'features': sorted(h.cpu_features)},
                 # Nova always says; a snapshot without them: libvirt 8.2
@@ -2182,8 +2189,46 @@ class StandIn:
         if req.version < (1, 6):
             raise _Fail(404, 'The resource could not be found.')
         rp = self._rp(rp_uuid)
-        return {'traits': list(rp['traits']),
-                'resource_provider_generation': rp['generation']}
+        return self._traits_body(req, rp['traits'], rp['generation'])
+
+    def _traits_body(self, req, traits, generation):
+        body = {'traits': list(traits),
+                'resource_provider_generation': generation}
+        if req.version < (1, 15):
+            return body
+        return _WithHeaders(body, {
+            'Last-Modified': email.utils.format_datetime(
+                self.taken_at, usegmt=True), 'Cache-Control': 'no-cache'})
+
+    def _set_traits(self, req, rp_uuid):
+        """Placement's PUT of a provider's traits: the whole list, at the
+        provider's generation, which goes up. Simplification: a name of
+        Placement's form needs no PUT /traits/{name} first."""
+        if req.version < (1, 6):
+            raise _Fail(404, 'The resource could not be found.')
+        body = req.json()
+        if not isinstance(body, dict) or set(body) != {
+                'traits', 'resource_provider_generation'} or \
+                not isinstance(body['traits'], list) or \
+                not all(isinstance(t, str) and 1 <= len(t) <= 255
+                        for t in body['traits']) or \
+                type(body['resource_provider_generation']) is not int:
+            raise _Fail(400, 'JSON does not validate: %s' % json.dumps(body))
+        found = self._provider_index.get(rp_uuid)
+        if found is None:
+            raise _Fail(404, 'No resource provider with uuid %s found'
+                        % rp_uuid)
+        if found['generation'] != body['resource_provider_generation']:
+            raise _Fail(409, "Resource provider's generation already "
+                        "changed. Please update the generation and try "
+                        "again.")
+        unknown = sorted(t for t in set(body['traits'])
+                         if not re.fullmatch('[A-Z0-9_]+', t))
+        if unknown:
+            raise _Fail(400, 'No such trait %s' % ', '.join(unknown))
+        found['traits'] = sorted(set(body['traits']))
+        found['generation'] += 1
+        return self._traits_body(req, found['traits'], found['generation'])
 
     def _consumer(self, req, consumer):
         allocations = {

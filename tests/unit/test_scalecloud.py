@@ -215,6 +215,35 @@ class TestPrometheus(unittest.TestCase):
         self.assertNotIn('note', document['source'])  # nothing falls back
 
 
+class TestTraits(unittest.TestCase):
+    def test_a_libvirt_hosts_traits_by_cpu_model(self):
+        doc = generate.generate(12, 30, seed=3)
+        with scale.ScaleCloud(doc, latency=0) as cloud:
+            document = collect.Collector(cloud.connection()).collect()
+        model = {h['name']: h['cpu_model'] for h in doc['hypervisors']}
+        traits = {h['name']: set(h['traits'])
+                  for h in document['hypervisors']}
+        self.assertGreater(len(set(model.values())), 1)
+        for name, found in traits.items():
+            self.assertTrue({'COMPUTE_NODE', 'HW_CPU_X86_AVX2',
+                             'COMPUTE_IMAGE_TYPE_QCOW2'} <= found, name)
+            # Ice Lake brought AVX512-VBMI and dropped MPX.
+            newer = model[name] in ('Icelake-Server', 'SapphireRapids')
+            self.assertEqual(newer, 'HW_CPU_X86_AVX512VBMI' in found)
+            self.assertEqual(not newer, 'HW_CPU_X86_MPX' in found)
+
+    def test_a_snapshots_traits_are_its_own(self):
+        hyps = [{'name': 'hv1', 'inventories': {'VCPU': {'total': 8}},
+                 'cpu': {'model': 'Icelake-Server'},
+                 'traits': ['CUSTOM_GOLD']}]
+        doc = {'format': 'osc-leveller-snapshot/1',
+               'taken_at': '2026-11-20T12:00:00Z', 'hypervisors': hyps,
+               'servers': []}
+        with scale.ScaleCloud(doc, latency=0) as cloud:
+            document = collect.Collector(cloud.connection()).collect()
+        self.assertEqual(['CUSTOM_GOLD'], document['hypervisors'][0]['traits'])
+
+
 class TestCalls(unittest.TestCase):
     def test_the_plugin_sends_exactly_the_listed_calls(self):
         doc = cluster()

@@ -80,6 +80,8 @@ CALLS = [
     Call(PLACEMENT, 'GET', '/resource_providers/{provider}/inventories'),
     Call(PLACEMENT, 'GET', '/resource_providers/{provider}/allocations',
          '1.28'),
+    # a hypervisor's own provider only; refresh.refresh sends it too
+    Call(PLACEMENT, 'GET', '/resource_providers/{provider}/traits', '1.6'),
     # refresh.refresh: what the executor reads again before a move
     Call(NOVA, 'GET', '/v2.1/os-hypervisors/detail', '2.87',
          {'hypervisor_hostname_pattern': '{hypervisor}'}),

@@ -5,8 +5,9 @@ Prometheus; microversions, paging, field names, faults, migrations,
 latency, a concurrency limit, counts). This adds what scale work needs
 around it: a cluster file of any size as the cloud (benchmarks/generate.py's
 Watcher cluster, or a snapshot document), Prometheus series that follow the
-servers (exporters.py), an admin listener that returns the counts, and the
-client configuration (clouds.yaml, OS_* variables).
+servers (exporters.py), the traits a libvirt host reports for its CPU model
+where a Watcher cluster has none (traits.py), an admin listener that returns
+the counts, and the client configuration (clouds.yaml, OS_* variables).
 """
 
 import json
@@ -14,6 +15,7 @@ import time
 
 from tests.unit import standin
 from tools.scalecloud import exporters
+from tools.scalecloud import traits
 
 LATENCY = 0.02  # seconds before each answer
 CONCURRENCY = 64  # requests one service serves at once
@@ -53,6 +55,9 @@ class ScaleCloud(standin.StandIn):
         kwargs.setdefault('keep_requests', False)
         super().__init__(cluster, latency=latency, concurrency=concurrency,
                          bandwidth=bandwidth, **kwargs)
+        if 'format' not in cluster:  # a Watcher cluster: no traits
+            for hyp in self._hyps:
+                hyp['traits'] = traits.of_model(hyp['cpu']['model'])
         self.prometheus = self.exporters = exporters.Exporters(
             self._hyps, self._server_seq)
         self.prometheus_names = list(exporters.NAMES)

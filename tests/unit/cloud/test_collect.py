@@ -174,6 +174,9 @@ class FakePlacement(FakeProxy):
         if what == 'allocations':
             return 200, {'allocations': self.world.allocations(uuid),
                          'resource_provider_generation': 1}
+        if what == 'traits' and at >= (1, 6):
+            return 200, {'traits': self.world.traits[uuid],
+                         'resource_provider_generation': 1}
         return 404, None
 
 
@@ -186,7 +189,8 @@ class World:
     source, s0 its own on the destination); rs resized from 2 to 4 vCPUs,
     landed on hvC and awaiting confirmation (the migration holds the old
     flavor on hvB). s1 moved three days ago. sN (N = hosts) uses a vGPU of a
-    child provider of hv00.
+    child provider of hv00. Traits: the CPU's and COMPUTE_NODE on each
+    hypervisor, CUSTOM_NVME on hv01, a vGPU type on the child.
     """
 
     def __init__(self, n_hosts, groups=3):
@@ -240,6 +244,10 @@ class World:
             'uuid': 'rp-gpu', 'name': 'hv00_pgpu0', 'generation': 1,
             'parent_provider_uuid': 'rp-hv00',
             'root_provider_uuid': 'rp-hv00'})
+        self.traits = {'rp-' + node: ['COMPUTE_NODE', 'HW_CPU_X86_AVX2']
+                       for node in self.nodes}
+        self.traits['rp-' + self.nodes[mid]].append('CUSTOM_NVME')
+        self.traits['rp-gpu'] = ['CUSTOM_NVIDIA_11']
         self.inventories = {
             'VCPU': {'total': 16, 'reserved': 0, 'allocation_ratio': 4.0,
                      'min_unit': 1, 'max_unit': 16, 'step_size': 1},
@@ -378,6 +386,10 @@ class TestCollect(unittest.TestCase):
         self.assertEqual(('M', frozenset(['avx2'])),
                          (hv00.cpu_model, hv00.cpu_features))
         self.assertEqual(2048, hv00.inventories[model.MEMORY_MB].reserved)
+        self.assertEqual([{'COMPUTE_NODE', 'HW_CPU_X86_AVX2'},
+                          {'COMPUTE_NODE', 'HW_CPU_X86_AVX2', 'CUSTOM_NVME'},
+                          {'COMPUTE_NODE', 'HW_CPU_X86_AVX2'}],
+                         [h.traits for h in snap.hypervisors])
         self.assertEqual('left out, no resource provider in Placement: new1',
                          snap.source['note'])
         self.assertEqual('cloud', snap.source['kind'])
@@ -455,8 +467,9 @@ class TestCollect(unittest.TestCase):
             ('GET', '/os-server-groups'): 2, ('GET', '/os-migrations'): 1}),
             counts[0][0])
         # Placement: the provider list, then inventories and allocations
-        # for each provider (3 or 30 hypervisors plus one child).
-        self.assertEqual((1 + 2 * 4, 1 + 2 * 31),
+        # for each provider (3 or 30 hypervisors plus one child), and the
+        # traits of each hypervisor's own provider.
+        self.assertEqual((1 + 2 * 4 + 3, 1 + 2 * 31 + 30),
                          (counts[0][1], counts[1][1]))
 
     def test_hypervisors_page_by_next_link(self):
@@ -870,14 +883,17 @@ class TestDocument(unittest.TestCase):
         # Every join at once: a live migration and a resize in flight
         # (consumers on two hypervisors), a child provider's vGPU, a
         # hypervisor not in Placement, an Ironic node, a migration too old,
-        # measured load and what it does not cover.
+        # measured load and what it does not cover, traits Placement
+        # answered for in no trait names.
+        conn = cloud(3)
+        conn.world.traits['rp-hv02'] = ['HW_CPU_X86_AVX2', 'avx512f']
         reader = FakeReader(
             hosts={'hv00': {'cpu': 0.9, 'ram': 0.5, 'cpu_pressure': 0.2}},
             problems={'hv01': 'no cpu series'},
             servers={'s1': {'cpu': 0.7, 'ram': 0.4}})
         with mock.patch.object(collect.sdk_utils, 'supports_microversion',
                                return_value=True), quiet():
-            document = collect.Collector(cloud(3), workers=2,
+            document = collect.Collector(conn, workers=2,
                                          metrics=reader).collect(now=NOW)
         # A change meant to change the document rewrites the file with:
         written = json.dumps(document, sort_keys=True, indent=1) + '\n'

@@ -210,7 +210,9 @@ class TestRefresh(unittest.TestCase):
                     {key: n for key, n in sim.counts.items()
                      if key[0] in ('nova', 'placement')}))
         self.assertEqual(counts[0], counts[1])
-        self.assertLessEqual(sum(counts[0].values()), 15, counts[0])
+        self.assertEqual(2, counts[0][
+            'placement', 'GET', '/resource_providers/{id}/traits'])
+        self.assertLessEqual(sum(counts[0].values()), 17, counts[0])
 
     def test_a_member_moved_to_the_destination_is_seen(self):
         with standin.StandIn(cloud()) as sim:

@@ -63,7 +63,7 @@ def normalized(document):
     doc = snapshot_io.to_document(snapshot_io.parse(copy.deepcopy(document)))
     for hyp in doc['hypervisors']:
         hyp['aggregates'].sort(key=lambda a: a['name'])
-        del hyp['metrics'], hyp['traits']  # Prometheus; not collected
+        del hyp['metrics']  # Prometheus; not collected
     for server in doc['servers']:
         del server['usage'], server['server_groups'], server['blockers']
     return doc
@@ -87,7 +87,7 @@ class TestCollector(unittest.TestCase):
                          [h['name'] for h in got['hypervisors']])
         for mine, theirs in zip(got['hypervisors'], want['hypervisors']):
             # name, host, uuid, zone, aggregates, service, inventories,
-            # usages, CPU and hypervisor type and version
+            # usages, CPU, traits and hypervisor type and version
             self.assertEqual(theirs, mine)
         self.assertEqual({s['id']: s for s in want['servers']},
                          {s['id']: s for s in got['servers']})
@@ -426,6 +426,7 @@ class TestProtocol(unittest.TestCase):
             ('placement', 'GET', '/resource_providers'): 1,
             ('placement', 'GET', '/resource_providers/{id}/inventories'): 3,
             ('placement', 'GET', '/resource_providers/{id}/allocations'): 3,
+            ('placement', 'GET', '/resource_providers/{id}/traits'): 3,
         }), collections.Counter({k: v for k, v in counts.items()
                                  if k[2] not in ('/', '/v2.1', '/v3')
                                  and k[0] != 'keystone'}))

@@ -23,3 +23,34 @@ class TestMatches(unittest.TestCase):
             self.assertEqual(expected,
                              extra_specs.matches(value, requirement),
                              (value, requirement))
+
+
+class TestTraits(unittest.TestCase):
+    """The trait requests Nova builds from a flavor's extra specs
+    (nova/scheduler/utils.py ResourceRequest._process_extra_specs)."""
+
+    def test_the_keys_nova_reads(self):
+        specs = {
+            'trait:CUSTOM_A': 'required',
+            'trait1:CUSTOM_B': 'forbidden',  # granular group 1
+            'trait_x-2:CUSTOM_C': 'required',
+            # "traits" is trait with the group suffix "s" to Nova
+            'traits:CUSTOM_D': 'required',
+            # a suffix is 1 to 64 of [a-zA-Z0-9_-]
+            'trait%s:CUSTOM_E' % ('1' * 65): 'required',
+            'trait.1:CUSTOM_F': 'required',
+            'aggregate_instance_extra_specs:trait:CUSTOM_G': 'required',
+            'hw:trait:CUSTOM_H': 'required',
+            # only the values required and forbidden, as written
+            'trait:CUSTOM_I': 'Required', 'trait:CUSTOM_J': 'preferred',
+            'resources:VCPU': '2'}
+        # In key order: the first one a hypervisor fails is named.
+        self.assertEqual([('CUSTOM_B', 'forbidden'),
+                          ('CUSTOM_A', 'required'),
+                          ('CUSTOM_C', 'required'),
+                          ('CUSTOM_D', 'required')],
+                         extra_specs.traits(specs))
+
+    def test_no_trait_specs(self):
+        self.assertEqual([], extra_specs.traits({}))
+        self.assertEqual([], extra_specs.traits({'hw:cpu_policy': 'shared'}))

@@ -438,13 +438,60 @@ class TestDestinationFilters(unittest.TestCase):
     def test_traits(self):
         flavor = {'name': 'nvme', 'vcpus': 2, 'ram': 4096,
                   'extra_specs': {'trait:CUSTOM_NVME': 'required'}}
-        self.assertIn('lacks trait CUSTOM_NVME', self.reason(
-            server_extra={'flavor': flavor}))
+        self.assertEqual('resource provider hv2 lacks trait CUSTOM_NVME '
+                         'required by flavor nvme', self.reason(
+                             server_extra={'flavor': flavor}))
         self.assertIsNone(self.reason({'traits': ['CUSTOM_NVME']},
                                       {'flavor': flavor}))
         flavor['extra_specs'] = {'trait:CUSTOM_SLOW': 'forbidden'}
+        self.assertEqual('resource provider hv2 has trait CUSTOM_SLOW '
+                         'forbidden by flavor nvme', self.reason(
+                             {'traits': ['CUSTOM_SLOW']}, {'flavor': flavor}))
+        self.assertIsNone(self.reason({'traits': ['CUSTOM_NVME']},
+                                      {'flavor': flavor}))
+
+    def test_traits_of_granular_groups_are_the_roots_too(self):
+        # trait1:NAME belongs to request group 1; a server that may move
+        # holds nothing on a child provider, so the root serves that
+        # group as well.
+        flavor = {'name': 'g', 'vcpus': 2, 'ram': 4096, 'extra_specs': {
+            'resources1:VCPU': '2', 'trait1:CUSTOM_FAST': 'required',
+            'trait_x-2:CUSTOM_SLOW': 'forbidden'}}
+        self.assertIn('lacks trait CUSTOM_FAST', self.reason(
+            server_extra={'flavor': flavor}))
         self.assertIn('has trait CUSTOM_SLOW forbidden', self.reason(
-            {'traits': ['CUSTOM_SLOW']}, {'flavor': flavor}))
+            {'traits': ['CUSTOM_FAST', 'CUSTOM_SLOW']}, {'flavor': flavor}))
+        self.assertIsNone(self.reason({'traits': ['CUSTOM_FAST']},
+                                      {'flavor': flavor}))
+
+    def test_trait_values_nova_ignores_are_ignored(self):
+        # Nova adds only the values required and forbidden (a warning for
+        # any other); core/test_extra_specs.py has the keys it reads.
+        for value in ('Required', 'preferred', ''):
+            flavor = {'vcpus': 2, 'ram': 4096,
+                      'extra_specs': {'trait:CUSTOM_NVME': value}}
+            with self.subTest(value):
+                self.assertIsNone(self.reason(
+                    {'traits': None}, {'flavor': flavor}))
+
+    def test_unknown_traits_refuse_trait_flavors_only(self):
+        flavor = {'name': 'nvme', 'vcpus': 2, 'ram': 4096,
+                  'extra_specs': {'trait:CUSTOM_SLOW': 'forbidden'}}
+        self.assertEqual(
+            'traits of resource provider hv2 are unknown (not read from '
+            'Placement): cannot check trait CUSTOM_SLOW forbidden by flavor '
+            'nvme', self.reason({'traits': None}, {'flavor': flavor}))
+        # No list at all is unknown too, not "no traits".
+        del flavor['extra_specs']
+        self.assertIsNone(self.reason({'traits': None}, {'flavor': flavor}))
+
+    def test_a_snapshot_without_traits_leaves_them_unknown(self):
+        hyps = pair()
+        del hyps[1]['traits']
+        flavor = {'name': 'nvme', 'vcpus': 2, 'ram': 4096,
+                  'extra_specs': {'trait:CUSTOM_NVME': 'required'}}
+        servers = [b.server('s1', 'hv1', flavor=flavor)]
+        self.assertIn('hv2 are unknown', check(hyps, servers, 's1', 'hv2'))
 
     def test_capacity_full(self):
         servers = [b.server('s1', 'hv1', ram_gb=64),

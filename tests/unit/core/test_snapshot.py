@@ -10,6 +10,7 @@ import unittest
 from osc_leveller.core import filters
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
@@ -66,6 +67,46 @@ class TestRoundTrip(unittest.TestCase):
         self.assertEqual(snap.server_groups, again.server_groups)
         self.assertEqual(snap.migrations, again.migrations)
         self.assertEqual(snap.taken_at, again.taken_at)
+
+
+class TestTraits(unittest.TestCase):
+    """A list of traits is what Placement said; no list is unknown, which
+    the trait rule refuses (core/filters.py required_traits)."""
+
+    def document(self):
+        hyps, servers = b.three_hosts()
+        doc = copy.deepcopy(b.document(hyps, servers))
+        doc['hypervisors'][0]['traits'] = ['HW_CPU_X86_AVX2', 'CUSTOM_NVME']
+        doc['hypervisors'][1]['traits'] = []
+        doc['hypervisors'][2]['traits'] = None
+        return doc
+
+    def test_known_empty_and_unknown_round_trip(self):
+        snap = snapshot_io.parse(self.document())
+        self.assertEqual([frozenset({'HW_CPU_X86_AVX2', 'CUSTOM_NVME'}),
+                          frozenset(), None],
+                         [h.traits for h in snap.hypervisors])
+        written = json.loads(json.dumps(snapshot_io.to_document(snap)))
+        self.assertEqual([['CUSTOM_NVME', 'HW_CPU_X86_AVX2'], [], None],
+                         [h['traits'] for h in written['hypervisors']])
+        self.assertEqual(snap.hypervisors,
+                         snapshot_io.parse(written).hypervisors)
+
+    def test_an_older_snapshot_without_traits_loads_them_unknown(self):
+        doc = self.document()
+        for hyp in doc['hypervisors']:
+            del hyp['traits']
+        snap = snapshot_io.parse(doc)
+        self.assertEqual([None] * 3, [h.traits for h in snap.hypervisors])
+
+    def test_unknown_and_empty_traits_differ_in_the_fingerprint(self):
+        # A plan made while traits were unknown is not the plan of a
+        # cloud whose hypervisors have none.
+        doc = self.document()
+        unknown = plan_mod.fingerprint(snapshot_io.parse(doc))
+        doc['hypervisors'][2]['traits'] = []
+        self.assertNotEqual(unknown,
+                            plan_mod.fingerprint(snapshot_io.parse(doc)))
 
 
 class TestBuild(unittest.TestCase):
@@ -158,6 +199,22 @@ class TestBadSnapshots(unittest.TestCase):
             (('servers', 0, 'colour'), 'blue',
              'servers[0].colour: is not a known field'),
             (('taken_at',), 'yesterday', 'taken_at: must match'),
+            # Trait names as Placement allows them, a bounded list.
+            (('hypervisors', 0, 'traits'), ['hw_cpu_x86_avx2'],
+             'hypervisors[0].traits[0]: must match'),
+            (('hypervisors', 0, 'traits'), [''],
+             'hypervisors[0].traits[0]: must not be empty'),
+            (('hypervisors', 0, 'traits'), ['A' * 256],
+             'hypervisors[0].traits[0]: must be at most 255 characters (got '
+             '256: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA...)'),
+            (('hypervisors', 0, 'traits'), [7],
+             'hypervisors[0].traits[0]: must be string (got 7)'),
+            (('hypervisors', 0, 'traits'), 'CUSTOM_NVME',
+             'hypervisors[0].traits: must be array or null'),
+            (('hypervisors', 0, 'traits'), ['CUSTOM_%d' % i
+                                            for i in range(1001)],
+             'hypervisors[0].traits: must have at most 1000 items (got '
+             '1001)'),
         ]
         for path, value, message in cases:
             doc = self.good()
