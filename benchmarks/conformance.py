@@ -372,7 +372,8 @@ def _asked_key(server, dest):
 
 class Sampler:
     """Seeded pairs, the target drawn least so far first (ties in a seeded
-    order), never the same pair twice as it stands."""
+    order), for each target a pair its rule refuses and one it lets pass
+    in turn, never the same pair twice as it stands."""
 
     def __init__(self, rng):
         self.rng = rng
@@ -387,9 +388,12 @@ class Sampler:
             sides = [[(s, d) for s, d in side
                       if _asked_key(s, d) not in self.asked]
                      for side in candidates(view, target)]
+            # the side the rule refuses first, then in turn
+            if self.drawn[target] % 2:
+                sides.reverse()
             sides = [side for side in sides if side]
             if sides:
-                side = self.rng.choice(sides)
+                side = sides[0]
                 if target not in UPWARD:
                     lateral = [(s, d) for s, d in side
                                if _lateral(view.snapshot, s, d)]
@@ -420,16 +424,20 @@ def classify(planner_accepts, nova_accepts):
     return DANGEROUS if planner_accepts else LOST
 
 
-def run_seed(conn, seed, pairs, servers, say=print, build=True):
+def build(seed, servers, say=print):
+    """devcloud rules SEED SERVERS, its lines said."""
+    started = time.monotonic()
+    built = devcloud('rules', seed, servers)
+    for line in built.splitlines():
+        if line.startswith('rules: '):
+            say('seed %d: %s' % (seed, line[len('rules: '):]))
+    say('seed %d: cloud built in %.0f s' % (seed, time.monotonic() - started))
+
+
+def run_seed(conn, seed, pairs, servers, say=print, build_first=True):
     """The pairs of one seed, each a dict (see the module docstring)."""
-    if build:
-        started = time.monotonic()
-        built = devcloud('rules', seed, servers)
-        for line in built.splitlines():
-            if line.startswith('rules: '):
-                say('seed %d: %s' % (seed, line[len('rules: '):]))
-        say('seed %d: cloud built in %.0f s' % (
-            seed, time.monotonic() - started))
+    if build_first:
+        build(seed, servers, say)
     rng = random.Random(seed)
     sampler = Sampler(rng)
     wanted = options()
@@ -552,7 +560,7 @@ def main(argv=None):
     results = []
     for seed in seeds:
         results += run_seed(conn, seed, args.pairs, args.servers,
-                            build=not args.no_build)
+                            build_first=not args.no_build)
     elapsed = time.monotonic() - started
     print(render(results, seeds))
     if args.json:
