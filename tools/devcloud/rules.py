@@ -322,15 +322,17 @@ class Builder:
                 found.append(('%s-%d' % (group.name, i + 1),
                               rng.choice(['r.small', 'r.medium', 'r.tiny']),
                               'admin', True, (group, details)))
-        # one of each flavor with a rule first, then a mix
-        flavors = [f for f, (_, _, _, specs) in FLAVORS.items() if specs]
+        # one of each flavor with a rule and a plain one of each other
+        # project first, then a mix
+        first = [(f, None) for f, (_, _, _, specs) in FLAVORS.items()
+                 if specs] + [('r.small', p) for p in PROJECTS]
         i = 0
         while len(found) < self.count:
             i += 1
-            project = rng.choice(['admin'] * 5 + ['rules-a', 'rules-b',
-                                                  'rules-c'])
-            flavor = flavors[i - 1] if i <= len(flavors) else rng.choice(MIX)
-            found.append(('rs-%02d' % i, flavor, project,
+            project = rng.choice(['admin'] * 5 + list(PROJECTS))
+            flavor, chosen = first[i - 1] if i <= len(first) else (
+                rng.choice(MIX), None)
+            found.append(('rs-%02d' % i, flavor, chosen or project,
                           rng.random() < 0.6, None))
         return found
 
@@ -409,7 +411,8 @@ class Builder:
         """Two hypervisors near their RAM (less than 6 GiB left), with
         servers of a project they take."""
         ids = []
-        for name in self.rng.sample(sorted(self.hosts), 2):
+        for name in self.rng.sample(sorted(
+                set(self.hosts) - set(self.role.values())), 2):
             host = self.hosts[name]
             while host.ram > 6144:
                 flavor = 'r.big' if host.ram > 16384 else 'r.medium'
@@ -428,9 +431,12 @@ class Builder:
             len(ids), sum(s == 'ERROR' for s in status.values())))
 
     def states(self):
-        # on hypervisors that stay usable and open
+        # plain ones, in no group, on hypervisors that stay usable and open
+        grouped = {m for g in self.c.compute.server_groups(all_projects=True)
+                   for m in g.member_ids}
         servers = [s for s in self.c.compute.servers(all_projects=True)
-                   if s.status == 'ACTIVE' and
+                   if s.status == 'ACTIVE' and s.id not in grouped and
+                   not FLAVORS[s.flavor['original_name']][3] and
                    s.compute_host not in self.role.values()]
         servers.sort(key=lambda s: s.name)
         picked = self.rng.sample(servers, 4)
