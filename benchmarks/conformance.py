@@ -11,7 +11,9 @@ OS_CLOUD as `devcloud env` prints them), for each seed:
    paused and stopped servers, Nova's scheduler configured as operators
    run it (doc/source/contributor/devcloud.rst);
 2. a sampler (seeded) draws (server, destination) pairs, each aimed at one
-   rule: a destination that rule may refuse, or a server it applies to;
+   rule (TARGETS): a server the rule is about, a destination every other
+   check of the planner lets it go to, in turn one the rule refuses and
+   one it lets pass;
 3. the planner's verdict on the pair: what ``plan --explain SERVER`` says
    of that hypervisor (core/planner.py Planner.explain), on the cloud as
    the leveller's collector reads it, with the options that leave Nova's
@@ -34,8 +36,8 @@ what the API cannot show); every disagreement with its server,
 destination, both reasons and the seed, to reproduce it.
 
     eval "$(tools/devcloud/devcloud env)"
-    python benchmarks/conformance.py --seed 1 --seed 2 --seed 3 --pairs 350 \\
-        --json benchmarks/results/conformance.json
+    python -u benchmarks/conformance.py --seed 1 --seed 2 --seed 3 --seed 4 \\
+        --seed 6 --seed 7 --pairs 175 --json benchmarks/results/conformance.json
     python benchmarks/conformance.py --render benchmarks/results/conformance.json
 """
 
@@ -308,8 +310,12 @@ TARGETS = {
                         ('required_traits',)),
     'forbidden_traits': (lambda s, snap: _trait_specs(s, 'forbidden'),
                          ('required_traits',)),
-    'server_groups': (lambda s, snap: bool(_groups_of(snap, s)),
-                      ('server_groups', 'soft_server_groups')),
+    **{'server_groups:' + policy: (
+        lambda s, snap, policy=policy: policy in {
+            g.policy for g in _groups_of(snap, s)},
+        ('server_groups', 'soft_server_groups'))
+       for policy in ('anti-affinity', 'affinity', 'soft-anti-affinity',
+                      'soft-affinity')},
     'capacity': (None, ('capacity',)),
     'numa': (lambda s, snap: filters.numa(s, None) is not None, ('numa',)),
 }
@@ -557,25 +563,30 @@ def main(argv=None):
     seeds = args.seed or [1]
     conn = connection()
     started = time.monotonic()
-    results = []
+    results, done = [], []
     for seed in seeds:
         results += run_seed(conn, seed, args.pairs, args.servers,
+                            say=lambda text: print(text, flush=True),
                             build_first=not args.no_build)
-    elapsed = time.monotonic() - started
+        done.append(seed)
+        if args.json:  # after each seed: a long run keeps what it asked
+            write(args.json, results, done, args, time.monotonic() - started)
     print(render(results, seeds))
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({
-                'date': datetime.datetime.now(datetime.timezone.utc)
-                .isoformat(timespec='seconds'),
-                'python': platform.python_version(), 'cores': os.cpu_count(),
-                'seeds': seeds, 'pairs_per_seed': args.pairs,
-                'servers': args.servers, 'seconds': round(elapsed),
-                'options': CONFORMANCE, 'table': table(results),
-                'pairs': results}, f, indent=1)
-            f.write('\n')
     worst = table(results)['total']
     return 1 if worst[DANGEROUS] else 0
+
+
+def write(path, results, seeds, args, elapsed):
+    with open(path, 'w') as f:
+        json.dump({
+            'date': datetime.datetime.now(datetime.timezone.utc)
+            .isoformat(timespec='seconds'),
+            'python': platform.python_version(), 'cores': os.cpu_count(),
+            'seeds': seeds, 'pairs_per_seed': args.pairs,
+            'servers': args.servers, 'seconds': round(elapsed),
+            'options': CONFORMANCE, 'table': table(results),
+            'pairs': results}, f, indent=1)
+        f.write('\n')
 
 
 if __name__ == '__main__':

@@ -71,11 +71,14 @@ GROUPS = (('web', 'anti-affinity', None), ('db', 'anti-affinity', 2),
           ('app', 'soft-affinity', None))
 COMPUTE_VERSION = '2.74'  # create with a requested host, Nova's filters run
 # The hosts a role may fall on, drawn in this order, each host one role:
-# the restricted and unusable ones, so that most alike hypervisors of a
-# zone stay open to every server.
-ROLES = (('isolated', ('hv04', 'hv10')), ('tenant-b', ('hv06', 'hv07')),
-         ('tenant-ac', ('hv02', 'hv09')), ('disabled', ('hv04', 'hv08', 'hv10')),
-         ('forced-down', ('hv04', 'hv08', 'hv10')))
+# five set aside (scenarios/rules.yaml), so that the hypervisors whose
+# CPU or version differ, and an alike pair in each zone, stay open.
+SET_ASIDE = ('hv02', 'hv08', 'hv10', 'hv11', 'hv12')
+# Alike pairs, open: servers there can move to the other.
+ALIKE = ('hv01', 'hv09', 'hv05', 'hv06')
+ROLES = (('isolated', ('hv10', 'hv12')), ('tenant-b', ('hv11', 'hv12')),
+         ('tenant-ac', ('hv02', 'hv11')), ('disabled', SET_ASIDE),
+         ('forced-down', SET_ASIDE))
 
 
 def say(text):
@@ -92,6 +95,7 @@ class Host:
         self.aggregates = []  # (name, metadata)
         self.ram = (spec['memory_mb'] - spec.get('reserved_mb', 0)) * \
             spec.get('ram_ratio', 1.0)
+        self.vcpus = spec['vcpus'] * spec.get('cpu_ratio', 4.0)
         self.pcpus = spec.get('pcpus', 0)
         self.fpgas = (spec.get('resources') or {}).get('CUSTOM_FPGA', 0)
         self.servers = []  # (server id, group)
@@ -252,7 +256,8 @@ class Builder:
         vcpus, ram, _, specs = FLAVORS[flavor]
         if zone and host.az != zone:
             return False
-        if host.ram < ram:
+        dedicated = specs.get('hw:cpu_policy') == 'dedicated'
+        if host.ram < ram or (not dedicated and host.vcpus < vcpus):
             return False
         required = {k[6:] for k, v in specs.items()
                     if k.startswith('trait:') and v == 'required'}
@@ -297,6 +302,8 @@ class Builder:
         host.ram -= ram
         if specs.get('hw:cpu_policy') == 'dedicated':
             host.pcpus -= vcpus
+        else:
+            host.vcpus -= vcpus
         if 'resources:CUSTOM_FPGA' in specs:
             host.fpgas -= 1
         host.servers.append((server_id, group))
@@ -383,7 +390,9 @@ class Builder:
         started = time.time()
         pending, nowhere = {}, []
         for wish in self.wishes(groups):
-            booted = self.boot(*wish)
+            # a group's members on hypervisors no role closes
+            booted = self.boot(*wish, exclude=set(self.role.values())
+                               if wish[4] else ())
             if booted:
                 pending[booted[0]] = (wish, booted[1])
             else:
@@ -399,7 +408,8 @@ class Builder:
                 host.servers = [s for s in host.servers if s[0] != server_id]
                 if wish[4]:
                     wish[4][1][2].remove(server_id)
-                booted = self.boot(*wish, exclude=(host.name,))
+                booted = self.boot(*wish, exclude={host.name} | (
+                    set(self.role.values()) if wish[4] else set()))
                 if booted:
                     pending[booted[0]] = (wish, booted[1])
             if not pending:
@@ -412,7 +422,8 @@ class Builder:
         servers of a project they take."""
         ids = []
         for name in self.rng.sample(sorted(
-                set(self.hosts) - set(self.role.values())), 2):
+                n for n, h in self.hosts.items()
+                if n not in self.role.values() and h.vcpus >= 32), 2):
             host = self.hosts[name]
             while host.ram > 6144:
                 flavor = 'r.big' if host.ram > 16384 else 'r.medium'
@@ -431,13 +442,14 @@ class Builder:
             len(ids), sum(s == 'ERROR' for s in status.values())))
 
     def states(self):
-        # plain ones, in no group, on hypervisors that stay usable and open
+        # plain ones, in no group, on alike hypervisors no role closes
+        # (they can move between them)
         grouped = {m for g in self.c.compute.server_groups(all_projects=True)
                    for m in g.member_ids}
         servers = [s for s in self.c.compute.servers(all_projects=True)
                    if s.status == 'ACTIVE' and s.id not in grouped and
                    not FLAVORS[s.flavor['original_name']][3] and
-                   s.compute_host not in self.role.values()]
+                   s.compute_host in ALIKE]
         servers.sort(key=lambda s: s.name)
         picked = self.rng.sample(servers, 4)
         for server in picked[:2]:
