@@ -94,6 +94,9 @@ class Key:
     # The planner's field (core.options.PlannerOptions) it fills, also its
     # key in a plan file's options; a dotted one is an item of a dict field.
     option: str = None
+    # A plan file records the option only when it is not the default, so
+    # that plans read the same as before the setting existed.
+    recorded_if_set: bool = False
 
 
 def _weight(name):
@@ -234,6 +237,18 @@ KEYS = (
         help='Only move servers of these projects (empty: all)',
         flag=Flag('--project', 'Only move servers of this project (repeat '
                   'for several)', '<project-id>')),
+    Key('nova.query_placement_for_image_type_support', BOOL, False,
+        option='image_type_prefilter', recorded_if_set=True,
+        help='As Nova\'s [scheduler] option of that name: true when it is '
+             'on, so that a server not booted from a volume moves only to '
+             'a hypervisor whose resource provider has the '
+             'COMPUTE_IMAGE_TYPE_ trait of its image\'s disk_format'),
+    Key('nova.image_metadata_prefilter', BOOL, False,
+        option='image_metadata_prefilter', recorded_if_set=True,
+        help='As Nova\'s [scheduler] option of that name: true when it is '
+             'on, so that image properties such as hw_disk_bus and '
+             'hw_vif_model require their traits (COMPUTE_STORAGE_BUS_VIRTIO '
+             '...) of a destination'),
     Key('max_snapshot_mb', INT, files.MAX_MB, minimum=1,
         help='Largest snapshot file read, in MiB; a larger one is refused '
              'unread, since loading takes about seven times its size in '

@@ -17,6 +17,7 @@ import collections
 
 from osc_leveller.core import config
 from osc_leveller.core import extra_specs
+from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
 from osc_leveller.core import scoring
@@ -323,17 +324,21 @@ def required_traits(server, dest, state, rules):
     resources on the root, so the root's traits decide. (Placement might
     serve a group from a child with the trait: a move the planner does not
     make, never one Nova refuses.) Unknown traits (not read) refuse a
-    flavor with trait specs; they never pass as none.
+    flavor with trait specs; they never pass as none. The traits the
+    server's image requires join the flavor's (core/images.py).
     """
     wanted = extra_specs.traits(server.flavor.extra_specs)
-    if not wanted:
+    by_image = images.image_traits(server.image, server.boot_from_volume,
+                                   rules.options)
+    if not wanted and not by_image:
         return None
     flavor = server.flavor.name or ''
     if dest.traits is None:
-        trait, how = wanted[0]
+        trait, how = wanted[0] if wanted else (by_image[0][0], 'required')
         return 'traits of resource provider %s are unknown (not read from ' \
-            'Placement): cannot check trait %s %s by flavor %s' % (
-                dest.name, trait, how, flavor)
+            'Placement): cannot check trait %s %s by %s' % (
+                dest.name, trait, how, 'flavor %s' % flavor if wanted
+                else by_image[0][1])
     for trait, how in wanted:
         if how == extra_specs.REQUIRED and trait not in dest.traits:
             return 'resource provider %s lacks trait %s required by ' \
@@ -341,6 +346,10 @@ def required_traits(server, dest, state, rules):
         if how == extra_specs.FORBIDDEN and trait in dest.traits:
             return 'resource provider %s has trait %s forbidden by ' \
                 'flavor %s' % (dest.name, trait, flavor)
+    for trait, why in by_image:
+        if trait not in dest.traits:
+            return 'resource provider %s lacks trait %s required by %s' % (
+                dest.name, trait, why)
     return None
 
 
@@ -411,8 +420,8 @@ def ceiling(server, dest, state, rules):
 DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        availability_zone, cpu_compatible,
                        aggregate_extra_specs, tenant_isolation,
-                       required_traits, server_groups, capacity, saturation,
-                       ceiling)
+                       required_traits, images.image_rules, server_groups,
+                       capacity, saturation, ceiling)
 
 
 # An operator's target placement is theirs to make: only the ceiling,

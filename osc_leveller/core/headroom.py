@@ -25,13 +25,14 @@ import math
 
 from osc_leveller.core import config
 from osc_leveller.core import filters
+from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import scoring
 
 FILTERS = (filters.service, filters.inventory, filters.availability_zone,
            filters.cpu_compatible, filters.aggregate_extra_specs,
            filters.tenant_isolation, filters.required_traits,
-           filters.capacity)  # and server groups as a rebuild sees them
+           images.image_rules, filters.capacity)  # and server groups as a rebuild sees them
 # Above this many sets of k hypervisors, only the heaviest sets are packed.
 MAX_SETS = 200
 SHOWN = 3  # servers named in a reason

@@ -22,6 +22,7 @@ move, and for balancing one of its own.
 import dataclasses
 
 from osc_leveller.core import filters
+from osc_leveller.core import images
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import model
 
@@ -71,9 +72,10 @@ def migratable(server, rules):
 
 
 def live_blockers(server, rules):
-    """What stops a live migration; a cold one takes the devices along."""
+    """What stops a live migration (a cold one takes the devices along),
+    or what the leveller cannot check for one."""
     if server.status not in model.STOPPED_STATUSES:
-        return filters.blockers(server, rules)
+        return filters.blockers(server, rules) or images.numa_reason(server)
 
 
 def kind_of(server):
@@ -83,8 +85,8 @@ def kind_of(server):
 
 # What Nova refuses, and what the operator said must not move.
 _NOVA = (filters.status, filters.task_state, filters.locked,
-         filters.migration_in_flight, filters.blockers, filters.opted_out,
-         filters.project)
+         filters.migration_in_flight, filters.blockers, images.numa_reason,
+         filters.opted_out, filters.project)
 
 BALANCE = Policy('balance', _NOVA + (
     filters.cooldown, filters.source_in_scope, filters.source_usable),
