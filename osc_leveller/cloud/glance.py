@@ -21,9 +21,11 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import answers
+from osc_leveller.core import config
 from osc_leveller.core import images
 
-MAX_IMAGES = 1000  # images read per collection (setting cloud.max_images)
+# Images read per collection, the images of the most servers first.
+MAX_IMAGES = config.BY_NAME['cloud.max_images'].default
 ID_LENGTH = 255
 
 

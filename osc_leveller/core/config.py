@@ -279,6 +279,11 @@ KEYS = (
              '(requests that change something are never sent twice); a '
              'service that stalls fails after about (retries + 1) x '
              'read_timeout'),
+    Key('cloud.max_images', INT, 1000, minimum=0, maximum=100000,
+        help='Most images read from Glance (one request each) for the '
+             'properties Nova\'s scheduler reads of them, the images of the '
+             'most servers first; the servers of the others move only to '
+             'hypervisors as capable as theirs'),
     Key('prometheus.url', URL, None,
         help='Prometheus base URL; without it load comes from Placement '
              'allocations',
