@@ -1179,25 +1179,42 @@ class StandIn:
             image = model.Image(
                 id=derived_uuid('image', name), name=name,
                 disk_format='qcow2', properties={})
-        if image.id not in self._images:
-            # Nova keeps the properties of boot time, trait:* ones aside
-            # from what 2.98 shows (only ImageMetaProps' own names).
-            self._boot_properties[image.id] = {
-                k: value for k, value in (image.properties or {}).items()
-                if not k.startswith('trait:')}
-            self._images[image.id] = None if not image.known else dict(
-                image.properties, id=image.id, name=image.name or None,
-                disk_format=image.disk_format or None,
-                container_format='bare', status='active',
-                visibility='public', protected=False, os_hidden=False,
-                min_ram=0, min_disk=0, size=1073741824, tags=[],
-                checksum=None, owner=derived_uuid('project', 'admin'),
-                created_at=_iso_z(self.taken_at),
-                updated_at=_iso_z(self.taken_at),
-                self='/v2/images/%s' % image.id,
-                file='/v2/images/%s/file' % image.id,
-                schema='/v2/schemas/image')
+        self._register_image(image)
         return image.id
+
+    def _register_image(self, image):
+        """Glance's answer for a model.Image, unless it has one."""
+        if image.id in self._images:
+            return
+        # Nova keeps the properties of boot time, trait:* ones aside
+        # from what 2.98 shows (only ImageMetaProps' own names).
+        self._boot_properties[image.id] = {
+            k: value for k, value in (image.properties or {}).items()
+            if not k.startswith('trait:')}
+        self._images[image.id] = None if not image.known else dict(
+            image.properties, id=image.id, name=image.name or None,
+            disk_format=image.disk_format or None,
+            container_format='bare', status='active',
+            visibility='public', protected=False, os_hidden=False,
+            min_ram=0, min_disk=0, size=1073741824, tags=[],
+            checksum=None, owner=derived_uuid('project', 'admin'),
+            created_at=_iso_z(self.taken_at),
+            updated_at=_iso_z(self.taken_at),
+            self='/v2/images/%s' % image.id,
+            file='/v2/images/%s/file' % image.id,
+            schema='/v2/schemas/image')
+
+    def boot_from(self, image_of, images):
+        """Servers boot from these images: {server id: image id} and the
+        model.Images (a Watcher cluster names none)."""
+        with self._lock:
+            for image in images:
+                self._register_image(image)
+            for server_id, image_id in image_of.items():
+                server = self._server_list[server_id]
+                if not server['boot_from_volume']:
+                    server['image'] = image_id
+            self._images_recorded = True
 
     def set_image(self, image_id, body):
         """Glance's answer for an image from now on (None: gone)."""
