@@ -27,6 +27,7 @@ from osc_leveller.core import images
 # Images read per collection, the images of the most servers first.
 MAX_IMAGES = config.BY_NAME['cloud.max_images'].default
 ID_LENGTH = 255
+SHOWN = 3  # reasons a note names
 
 
 def image_id(server):
@@ -126,15 +127,18 @@ def wanted_images(servers, limit):
 
 def note(entries, servers, boot_volumes):
     """The snapshot's note on images whose properties are unknown, or
-    None. entries: {image id: entry or None}; servers: {image id: how
-    many servers}; boot_volumes: servers booted from a volume."""
+    None. entries: {image id: entry}; servers: {image id: how many
+    servers}; boot_volumes: servers booted from a volume."""
     unknown = collections.Counter()
     for image, entry in entries.items():
-        if entry is None or entry.get('properties') is None:
-            why = (entry or {}).get('why') or 'not read'
-            unknown[why.split(':')[0]] += servers.get(image, 0)
+        if entry.get('properties') is None:
+            unknown[entry.get('why') or 'not read'] += servers.get(image, 0)
+    ranked = [(why, count) for why, count in unknown.most_common() if count]
     parts = ['%s (%s)' % (_servers(count), why)
-             for why, count in sorted(unknown.items()) if count]
+             for why, count in ranked[:SHOWN]]
+    if len(ranked) > SHOWN:
+        parts.append('%s (other reasons)' % _servers(
+            sum(count for _, count in ranked[SHOWN:])))
     if boot_volumes:
         parts.append('%s booted from a volume (Cinder\'s, not read)'
                      % _servers(boot_volumes))

@@ -56,10 +56,11 @@ class TestGlance(unittest.TestCase):
             images['img-a']['properties'], images['img-a']['why']))
         self.assertEqual('Glance refused to show it (403)',
                          images['img-b']['why'])
-        self.assertIn('image properties unknown for 1 server (Glance refused '
-                      'to show it (403)), 3 servers (gone from Glance (404)): '
-                      'they move only to hypervisors as capable as theirs',
-                      note)
+        # Each reason in full, those of the most servers first.
+        self.assertIn('image properties unknown for 3 servers (gone from '
+                      'Glance (404)), 1 server (Glance refused to show it '
+                      '(403)): they move only to hypervisors as capable as '
+                      'theirs', note)
 
     def test_unknown_when_glance_does_not_answer(self):
         for kind, why in (('reset', 'no connection to Glance'),
@@ -126,7 +127,8 @@ class TestGlance(unittest.TestCase):
         self.assertEqual(
             'not read: more than cloud.max_images (1) images',
             images['img-b']['why'])
-        self.assertIn('1 server (not read)', note)
+        self.assertIn('1 server (not read: more than cloud.max_images (1) '
+                      'images)', note)
 
     def test_an_image_id_is_sent_quoted(self):
         # Nova's answer is untrusted: an id cannot reach another path, a
