@@ -263,28 +263,48 @@ def _guests(hyp):
         (hyp.hypervisor_type or '').lower(), ()) if wanted or arch]
 
 
+class _Demands:
+    """What a known image asks of any destination, worked out once."""
+
+    def __init__(self, image):
+        props = image.properties
+        self.error = None
+        try:
+            self.asked = [_canonical(props, what)
+                          for what in (ARCHITECTURE, HV_TYPE, VM_MODE)]
+        except ValueError as exc:
+            self.error, self.asked = str(exc), []
+        self.wanted = tuple(a[1] if a else None for a in self.asked)
+        key = VERSION[0] if VERSION[0] in props else VERSION[1]
+        self.version_key, self.version = key, props.get(key)
+        self.unmodelled = next(
+            (key for key, applies in sorted(AS_CAPABLE_KEYS.items())
+             if key in props and applies(props[key])), None)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every (server, hypervisor)
+def _demands(image):
+    return _Demands(image)
+
+
 def _image_properties(image, dest):
     """ImagePropertiesFilter on a known image: None or why not."""
-    props = image.properties
-    try:
-        asked = [_canonical(props, what)
-                 for what in (ARCHITECTURE, HV_TYPE, VM_MODE)]
-    except ValueError as exc:
+    demands = _demands(image)
+    if demands.error:
         return 'image %s: %s, so the leveller cannot check it ' \
-            '(ImagePropertiesFilter)' % (image.label, exc)
-    if not any(asked):
+            '(ImagePropertiesFilter)' % (image.label, demands.error)
+    if not any(demands.asked):
         return None
-    wanted = tuple(a[1] if a else None for a in asked)
-    if not any(all(w is None or w == g for w, g in zip(wanted, guest))
+    if not any(all(w is None or w == g for w, g in zip(demands.wanted, guest))
                for guest in _guests(dest)):
         return 'image %s asks for %s: %s (hypervisor type %s, CPU ' \
             'architecture %s) is not known to run such guests: the API ' \
             'shows only those two (ImagePropertiesFilter)' % (
-                image.label, ', '.join('%s=%s' % a for a in asked if a),
+                image.label, ', '.join('%s=%s' % a for a in demands.asked
+                                       if a),
                 dest.name, dest.hypervisor_type or 'unknown',
                 dest.cpu_arch or 'unknown')
-    key = VERSION[0] if VERSION[0] in props else VERSION[1]
-    predicate = props.get(key)
+    key, predicate = demands.version_key, demands.version
     if predicate is None:
         return None
     if dest.hypervisor_version is None:
@@ -302,15 +322,6 @@ def _image_properties(image, dest):
             '(ImagePropertiesFilter)' % (
                 image.label, predicate, dest.name,
                 _version_text(dest.hypervisor_version))
-    return None
-
-
-def _unmodelled(image):
-    """The first property of a known image that Nova turns into traits
-    the leveller does not model, or None."""
-    for key, applies in sorted(AS_CAPABLE_KEYS.items()):
-        if key in image.properties and applies(image.properties[key]):
-            return key
     return None
 
 
@@ -349,7 +360,7 @@ def image_rules(server, dest, state, rules):
         reason = _image_properties(image, dest)
         if reason:
             return reason
-        key = _unmodelled(image)
+        key = _demands(image).unmodelled
         if key is None:
             return None
         why = 'image %s sets %s=%s, which Nova turns into required traits ' \
