@@ -226,6 +226,8 @@ class TestTraits(unittest.TestCase):
         model = {h['name']: h['cpu_model'] for h in doc['hypervisors']}
         traits = {h['name']: set(h['traits'])
                   for h in document['hypervisors']}
+        self.assertEqual({'x86_64'}, {h['cpu']['arch']
+                                      for h in document['hypervisors']})
         self.assertGreater(len(set(model.values())), 1)
         for name, found in traits.items():
             self.assertTrue({'COMPUTE_NODE', 'HW_CPU_X86_AVX2',

@@ -5,8 +5,8 @@ Glance, Prometheus; microversions, paging, field names, faults, migrations,
 latency, a concurrency limit, counts). This adds what scale work needs
 around it: a cluster file of any size as the cloud (benchmarks/generate.py's
 Watcher cluster, or a snapshot document), Prometheus series that follow the
-servers (exporters.py), the traits a libvirt host reports for its CPU model
-where a Watcher cluster has none (traits.py), the images its servers boot
+servers (exporters.py), the traits and CPU architecture a libvirt host
+reports for its CPU model where a Watcher cluster has none (traits.py), the images its servers boot
 from (images.py), an admin listener that returns
 the counts, and the client configuration (clouds.yaml, OS_* variables).
 """
@@ -63,6 +63,8 @@ class ScaleCloud(standin.StandIn):
         if 'format' not in cluster:  # a Watcher cluster: no traits
             for hyp in self._hyps:
                 hyp['traits'] = traits.of_model(hyp['cpu']['model'])
+                # nor CPU architecture, which libvirt always reports
+                hyp['cpu']['arch'] = hyp['cpu']['arch'] or traits.ARCH
             if images:  # nor images
                 self.boot_from(*images_mod.assign(list(self._server_list),
                                                   images))
