@@ -257,10 +257,16 @@ def numa_reason(server, rules=None):
 def _guests(hyp):
     """The (architecture, hypervisor type, VM mode) guests hyp surely
     supports, as the API shows it."""
-    arch = (hyp.cpu_arch or '').lower()
+    return _sure_guests(hyp.hypervisor_type or '', hyp.cpu_arch or '')
+
+
+@functools.lru_cache(maxsize=256)  # a cloud has few kinds of hypervisor
+def _sure_guests(hypervisor_type, cpu_arch):
+    arch = cpu_arch.lower()
     arch = ARCH_ALIASES.get(arch, arch)
-    return [(wanted or arch, hv, vm) for wanted, hv, vm in SURE_GUESTS.get(
-        (hyp.hypervisor_type or '').lower(), ()) if wanted or arch]
+    return tuple((wanted or arch, hv, vm) for wanted, hv, vm in
+                 SURE_GUESTS.get(hypervisor_type.lower(), ())
+                 if wanted or arch)
 
 
 class _Demands:
@@ -282,6 +288,10 @@ class _Demands:
              if key in props and applies(props[key])), None)
 
 
+def _fits(wanted, guest):
+    return all(w is None or w == g for w, g in zip(wanted, guest))
+
+
 @functools.lru_cache(maxsize=4096)  # asked for every (server, hypervisor)
 def _demands(image):
     return _Demands(image)
@@ -295,8 +305,7 @@ def _image_properties(image, dest):
             '(ImagePropertiesFilter)' % (image.label, demands.error)
     if not any(demands.asked):
         return None
-    if not any(all(w is None or w == g for w, g in zip(demands.wanted, guest))
-               for guest in _guests(dest)):
+    if not any(_fits(demands.wanted, guest) for guest in _guests(dest)):
         return 'image %s asks for %s: %s (hypervisor type %s, CPU ' \
             'architecture %s) is not known to run such guests: the API ' \
             'shows only those two (ImagePropertiesFilter)' % (
