@@ -241,8 +241,8 @@ KEYS = (
         option='image_type_prefilter', recorded_if_set=True,
         help='As Nova\'s [scheduler] option of that name: true when it is '
              'on, so that a server not booted from a volume moves only to '
-             'a hypervisor whose resource provider has the '
-             'COMPUTE_IMAGE_TYPE_ trait of its image\'s disk_format'),
+             'a hypervisor whose resource provider has the trait of its '
+             'image\'s disk_format (COMPUTE_IMAGE_TYPE_QCOW2 for qcow2)'),
     Key('nova.image_metadata_prefilter', BOOL, False,
         option='image_metadata_prefilter', recorded_if_set=True,
         help='As Nova\'s [scheduler] option of that name: true when it is '
