@@ -19,6 +19,12 @@ row of its own, for a comparison in the same run::
 
     python benchmarks/scale.py --hosts 100 --hosts 1000 --hosts 5000 \\
         --json benchmarks/results/scale.json
+
+On a busy machine rows minutes apart differ by more than a small change
+costs: --paired N then also runs snapshot and score of the two versions
+in turn against one cloud (the first size), N times each after a warm-up,
+and gives wall and CPU seconds (the process's own, user + system) with
+their ratios taken pair by pair.
 """
 
 import argparse
@@ -58,14 +64,16 @@ def run(argv, env):
     return wall, process.stdout, process.stderr
 
 
-def measured(argv, env):
+def measured(argv, env, cpu=None):
     """(wall, peak MB, stdout, stderr): /usr/bin/time keeps the child's
-    own peak resident memory."""
+    own peak resident memory; cpu, a list, gets its user + system s."""
     with tempfile.NamedTemporaryFile('r') as stats:
-        wall, out, err = run(['/usr/bin/time', '-f', '%M', '-o', stats.name]
-                             + argv, env)
-        peak = int(stats.read().split()[-1]) / 1024.0
-    return wall, peak, out, err
+        wall, out, err = run(['/usr/bin/time', '-f', '%M %U %S', '-o',
+                              stats.name] + argv, env)
+        peak, user, system = stats.read().split()[-3:]
+    if cpu is not None:
+        cpu.append(float(user) + float(system))
+    return wall, int(peak) / 1024.0, out, err
 
 
 def by_endpoint(summary):
@@ -74,11 +82,7 @@ def by_endpoint(summary):
 
 
 def bench_size(hosts, args, tmp, label, pythonpath):
-    path = os.path.join(tmp, 'c%d.json' % hosts)
-    if not os.path.exists(path):
-        with open(path, 'w') as stream:
-            json.dump(generate.generate(hosts, hosts * PER_HOST, args.seed),
-                      stream)
+    path = cluster_file(hosts, args, tmp)
     row = {'version': label, 'hypervisors': hosts,
            'servers': hosts * PER_HOST}
     with scale.ScaleCloud(path, latency=args.latency,
@@ -153,6 +157,61 @@ def bench_apply(cloud, base, plan_file, env, row):
         'by_endpoint': counts}
 
 
+def cluster_file(hosts, args, tmp):
+    path = os.path.join(tmp, 'c%d.json' % hosts)
+    if not os.path.exists(path):
+        with open(path, 'w') as stream:
+            json.dump(generate.generate(hosts, hosts * PER_HOST, args.seed),
+                      stream)
+    return path
+
+
+def bench_paired(hosts, args, tmp, previous):
+    """snapshot and score of the previous version and this one in turn,
+    against one cloud: medians and pairwise ratios."""
+    result = {}
+    with scale.ScaleCloud(cluster_file(hosts, args, tmp),
+                          latency=args.latency, concurrency=args.concurrency,
+                          bandwidth=None) as cloud:
+        clouds = cloud.write_clouds_yaml(os.path.join(tmp, 'clouds.yaml'))
+        envs = {'this': cloud.shell_env(clouds)}
+        envs['previous'] = dict(envs['this'], PYTHONPATH=previous)
+        base = ['openstack', '--os-cloud', scale.CLOUD, 'leveller']
+        for name, argv in (
+                ('snapshot', base + ['snapshot', '--output-file',
+                                     os.path.join(tmp, 'paired.json')]),
+                ('score', base + ['score', '-f', 'json'])):
+            seen = {v: {'wall': [], 'cpu': []} for v in envs}
+            for i in range(args.paired + 1):
+                for version in ('previous', 'this'):
+                    cpu = []
+                    wall, _, _, _ = measured(argv, envs[version], cpu)
+                    print('  paired %s %s %d: %.1f s, CPU %.1f s' % (
+                        name, version, i, wall, cpu[0]), flush=True)
+                    if i:  # the first of each is a warm-up
+                        seen[version]['wall'].append(wall)
+                        seen[version]['cpu'].append(cpu[0])
+            walls = [t / p for t, p in zip(seen['this']['wall'],
+                                           seen['previous']['wall'])]
+            cpus = [t / p for t, p in zip(seen['this']['cpu'],
+                                          seen['previous']['cpu'])]
+            result[name] = {
+                'previous_wall_median_s': round(statistics.median(
+                    seen['previous']['wall']), 2),
+                'this_wall_median_s': round(statistics.median(
+                    seen['this']['wall']), 2),
+                'ratio_wall_median': round(statistics.median(walls), 3),
+                'ratio_wall_min_max': [round(min(walls), 3),
+                                       round(max(walls), 3)],
+                'previous_cpu_median_s': round(statistics.median(
+                    seen['previous']['cpu']), 2),
+                'this_cpu_median_s': round(statistics.median(
+                    seen['this']['cpu']), 2),
+                'ratio_cpu_median': round(statistics.median(cpus), 3),
+                'pairs': args.paired}
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, action='append', required=True)
@@ -166,6 +225,8 @@ def main(argv=None):
                         help='also run the commands of this checkout')
     parser.add_argument('--previous-hosts', type=int, action='append',
                         help='sizes for --previous (default: all)')
+    parser.add_argument('--paired', type=int, default=0, metavar='N',
+                        help='with --previous: N runs of each in turn')
     parser.add_argument('--json', metavar='FILE')
     args = parser.parse_args(argv)
     rows = []
@@ -177,11 +238,15 @@ def main(argv=None):
                 runs.insert(0, ('previous', os.path.abspath(args.previous)))
             for label, pythonpath in runs:
                 rows.append(bench_size(hosts, args, tmp, label, pythonpath))
+        paired = bench_paired(args.hosts[0], args, tmp, os.path.abspath(
+            args.previous)) if args.paired and args.previous else None
     result = {'date': datetime.datetime.now(datetime.timezone.utc).strftime(
         '%Y-%m-%d'), 'python': platform.python_version(),
         'cores': os.cpu_count(), 'latency_s': args.latency,
         'concurrency': args.concurrency, 'repeat': args.repeat,
         'rows': rows}
+    if paired:
+        result['paired'] = paired
     print(table(result))
     if args.json:
         with open(args.json, 'w') as stream:

@@ -32,11 +32,12 @@ SHAPE = (requests.exceptions.JSONDecodeError, KeyError, TypeError,
 
 class Actions:
     def __init__(self, conn, metrics=None, history_hours=24.0,
-                 retries=collect.RETRIES, progress=None):
+                 retries=collect.RETRIES, progress=None,
+                 max_images=collect.glance.MAX_IMAGES):
         self.conn = conn  # opened with the run's global request id
         self.collector = collect.Collector(
             conn, history_hours=history_hours, metrics=metrics,
-            retries=retries, progress=progress)
+            retries=retries, progress=progress, max_images=max_images)
         self.retries = retries
         self.document = None  # the last one read
 

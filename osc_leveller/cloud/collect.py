@@ -5,7 +5,8 @@ live run and ``--snapshot FILE`` go through the same validation and the same
 core model. Compute calls are a fixed handful plus one per page, whatever the
 number of hypervisors; Placement has no bulk read, so it costs one call for
 the providers plus two per provider (inventories, allocations) and one per
-hypervisor's own provider (its traits), made in parallel. Lists are read as
+hypervisor's own provider (its traits), and Glance one per distinct image
+of the servers (cloud/glance.py), made in parallel. Lists are read as
 JSON, not as openstacksdk resources: building a resource costs milliseconds,
 minutes for the servers of a large cloud. The answers are joined into the
 document by cloud/document.py and checked as cloud/answers.py says.
@@ -28,6 +29,7 @@ from openstack import utils as sdk_utils
 from osc_leveller.cloud import answers
 from osc_leveller.cloud import coverage
 from osc_leveller.cloud import document as document_mod
+from osc_leveller.cloud import glance
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import identity
 from osc_leveller.cloud import prometheus
@@ -226,8 +228,10 @@ class Quiet:
 
 class Collector:
     def __init__(self, conn, history_hours=24.0, workers=WORKERS,
-                 metrics=None, retries=RETRIES, progress=None):
+                 metrics=None, retries=RETRIES, progress=None,
+                 max_images=glance.MAX_IMAGES):
         self.conn = conn
+        self.max_images = max_images
         self.history_hours = history_hours
         self.workers = workers
         self.metrics = metrics  # a measure.Reader, or None
@@ -263,9 +267,20 @@ class Collector:
             pending = [pool.submit(self._provider, rp, names)
                        for rp in providers]
             found = self._read_servers()
+            # Glance's reads queue behind Placement's in the same pool.
+            wanted, images = self._wanted_images(found, names)
+            service, why = glance.image_service(self.conn) if wanted \
+                else (None, None)
+            if why:
+                images.update((image, document_mod.unread_image(why))
+                              for image in wanted)
+                wanted = []
+            image_reads = [pool.submit(glance.read_image, service, image,
+                                       self.retries) for image in wanted]
             aggs, groups, migs = self._read_nova_lists(now)
             providers, allocations, unanswered, traits = \
                 self._placement_answers(providers, pending)
+            images.update(self._image_answers(wanted, image_reads))
             document = document_mod.build_document(
                 now=now, cloud=getattr(self.conn.config, 'name', None),
                 region=getattr(self.conn.config, 'region_name', None),
@@ -273,7 +288,8 @@ class Collector:
                 aggregates=aggs, servers=found, groups=groups,
                 migrations=migs, providers=providers,
                 allocations=allocations, unanswered=unanswered,
-                traits=traits.known, traits_unread=traits.unread)
+                traits=traits.known, traits_unread=traits.unread,
+                images=images)
             document['source'].update(identity.of(self.conn))
             self.children = {rp['uuid']: rp['name'] for rp, _ in providers
                              if rp.get('parent_provider_uuid')}
@@ -314,6 +330,31 @@ class Collector:
                             servers_version(self.conn.compute),
                             self.retries, on_page=say.advance)
         say.end('%d servers' % len(found))
+        return found
+
+    def _wanted_images(self, servers, hypervisors):
+        """(the image ids to read from Glance, {image id: the entry of
+        one not read}) of the servers on these hypervisors."""
+        with reading('Nova GET /servers/detail'):
+            wanted, skipped = glance.wanted_images(
+                [s for s in servers
+                 if s.get(document_mod.NODE) in hypervisors],
+                self.max_images)
+        return wanted, {image: document_mod.unread_image(why)
+                        for image, why in skipped.items()}
+
+    def _image_answers(self, wanted, reads):
+        """{image id: its entry} as Glance's reads end."""
+        say = self.progress
+        say.begin('Glance images', total=len(wanted))
+        found = {}
+        for image, future in zip(wanted, reads):
+            entry, why = future.result()
+            found[image] = entry or document_mod.unread_image(why)
+            say.advance()
+        say.end('%d images, %d of them unknown' % (
+            len(found), sum(1 for e in found.values()
+                            if e['properties'] is None)))
         return found
 
     def _read_nova_lists(self, now):

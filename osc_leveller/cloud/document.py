@@ -12,6 +12,7 @@ import collections
 import json
 
 from osc_leveller.cloud import answers
+from osc_leveller.cloud import glance
 from osc_leveller.core import snapshot
 
 # Nova's names of the server fields read (servers/detail, admin).
@@ -25,7 +26,8 @@ INVENTORY = ('total', 'reserved', 'allocation_ratio', 'min_unit',
 
 def build_document(now, cloud, region, services, hypervisors, aggregates,
                    servers, groups, migrations, providers, allocations,
-                   unanswered=None, traits=None, traits_unread=None):
+                   unanswered=None, traits=None, traits_unread=None,
+                   images=None):
     """Join what Nova and Placement said into a snapshot document.
 
     The joins, all of them:
@@ -49,7 +51,8 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
     not there has unknown traits (null), and traits_unread {provider uuid:
     why they could not be read} names it in the note. A part of an answer
     that does not have the shape of Nova's or Placement's is a
-    CollectError naming that part.
+    CollectError naming that part. images: {image id: its entry (see
+    cloud/glance.py)}, or None to record no images section.
     """
     by_host = _services_by_host(services)
     host_aggregates = _aggregates_by_host(aggregates)
@@ -59,23 +62,46 @@ def build_document(now, cloud, region, services, hypervisors, aggregates,
                              traits_unread)
     server_docs = build_servers(servers, hyps,
                                 _child_allocations(children, allocations))
+    image_section, image_note = build_images(server_docs, images) \
+        if images is not None else (None, None)
     if hyps.not_answered and not hyps.docs:
         raise answers.CollectError(
             'Placement answered for none of the %d hypervisors: %s' % (
                 len(hyps.not_answered),
                 answers.short(', '.join(sorted(hyps.not_answered)))))
-    return {
+    document = {
         'format': snapshot.FORMAT,
         'taken_at': snapshot.format_datetime(now),
-        'source': build_source(cloud, region, hyps),
+        'source': build_source(cloud, region, hyps, image_note),
         'hypervisors': hyps.docs,
         'servers': server_docs,
         'server_groups': build_server_groups(groups),
         'migrations': build_migrations(migrations),
     }
+    if image_section is not None:
+        document['images'] = image_section
+    return document
 
 
-def build_source(cloud, region, hyps):
+def build_images(server_docs, images):
+    """The images section of the servers' images (one not in images is
+    not read: unknown) and the note on those whose properties are
+    unknown."""
+    counts = collections.Counter(
+        s['image'] for s in server_docs if s.get('image'))
+    section = {i: images.get(i) or unread_image('not read')
+               for i in sorted(counts)}
+    boot_volumes = sum(1 for s in server_docs if not s.get('image'))
+    return section, glance.note(section, counts, boot_volumes)
+
+
+def unread_image(why):
+    """The entry of an image whose properties are unknown."""
+    return {'name': None, 'disk_format': None, 'properties': None,
+            'why': why}
+
+
+def build_source(cloud, region, hyps, image_note=None):
     """Where the document comes from, noting the hypervisors left out."""
     source = {'kind': 'cloud', 'cloud': cloud, 'region': region}
     notes = []
@@ -89,6 +115,8 @@ def build_source(cloud, region, hyps):
         notes.append('traits not read, flavors with trait extra specs do '
                      'not move to them: %s' % ', '.join(
                          sorted(hyps.traits_unread)))
+    if image_note:
+        notes.append(image_note)
     if notes:
         source['note'] = '; '.join(notes)
     return source
@@ -317,6 +345,9 @@ def server_doc(server, child_allocations=(), held=None):
         'pinned_availability_zone': server.get('pinned_availability_zone'),
         'blockers': blockers,
     }
+    booted_from = glance.image_id(server)
+    if booted_from:
+        doc['image'] = booted_from
     if held:
         doc['resources'] = held.get(node) or next(iter(held.values()))
     return doc

@@ -2,7 +2,8 @@
 
 Before it starts a migration the executor re-checks the move against the
 cloud. Those checks read the moving server (status, task, lock, flavour,
-metadata, its allocations and migrations), its source and destination
+metadata, its allocations and migrations, its image's properties in
+Glance), its source and destination
 (compute service, hypervisor details, aggregates, Placement inventories,
 allocations and traits, the servers on them and their measured load) and
 where the members of its server groups are. This module reads exactly
@@ -22,6 +23,7 @@ from openstack import exceptions as sdk_exc
 from osc_leveller.cloud import answers
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import document as document_mod
+from osc_leveller.cloud import glance
 from osc_leveller.cloud import prometheus
 
 # Seconds a Prometheus answer serves the re-checks of later moves.
@@ -82,6 +84,11 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     result = _merge(document, part, names, elsewhere, gone_groups, moving)
     _own(result, {**on, **{k: v for k, v in elsewhere.items() if v}}, held,
          collector)
+    if 'images' in document:
+        _images(result, read, moving)
+    else:  # an earlier document that records no images gets none
+        for server in result['servers']:
+            server.pop('image', None)
     if collector.metrics is not None:
         _measure(result, collector, set(names))
     return result
@@ -153,6 +160,19 @@ def _own(document, nova_servers, held, collector):
         fresh.update({k: v for k, v in doc.items()
                       if k in ('usage', 'server_groups')})
         document['servers'][i] = fresh
+
+
+def _images(document, read, moving):
+    """The images of the moving servers read again from Glance, and
+    those of servers whose image the document does not have yet; the
+    others as they were."""
+    images = dict(document['images'])
+    servers = [s for s in document['servers'] if s.get('image')]
+    wanted = {s['image'] for s in servers if s['id'] in moving or
+              s['image'] not in images}
+    for image in sorted(wanted):
+        images[image] = read.image(image)
+    document['images'], _ = document_mod.build_images(servers, images)
 
 
 def _measure(document, collector, names):
@@ -300,6 +320,15 @@ class _Reader:
     def aggregates(self):
         with collect.reading('Nova GET /os-aggregates'):
             return collect.aggregates(self.conn.compute, self.retries)
+
+    def image(self, image_id):
+        """Glance's entry for an image, unknown if it cannot be read."""
+        service, why = glance.image_service(self.conn)
+        if service is not None:
+            entry, why = glance.read_image(service, image_id, self.retries)
+            if entry is not None:
+                return entry
+        return document_mod.unread_image(why)
 
     def allocations(self, server_id):
         """{provider uuid: resources} of the server's own allocations."""

@@ -94,6 +94,9 @@ class Key:
     # The planner's field (core.options.PlannerOptions) it fills, also its
     # key in a plan file's options; a dotted one is an item of a dict field.
     option: str = None
+    # A plan file records the option only when it is not the default, so
+    # that plans read the same as before the setting existed.
+    recorded_if_set: bool = False
 
 
 def _weight(name):
@@ -234,6 +237,18 @@ KEYS = (
         help='Only move servers of these projects (empty: all)',
         flag=Flag('--project', 'Only move servers of this project (repeat '
                   'for several)', '<project-id>')),
+    Key('nova.query_placement_for_image_type_support', BOOL, False,
+        option='image_type_prefilter', recorded_if_set=True,
+        help='As Nova\'s [scheduler] option of that name: true when it is '
+             'on, so that a server not booted from a volume moves only to '
+             'a hypervisor whose resource provider has the trait of its '
+             'image\'s disk_format (COMPUTE_IMAGE_TYPE_QCOW2 for qcow2)'),
+    Key('nova.image_metadata_prefilter', BOOL, False,
+        option='image_metadata_prefilter', recorded_if_set=True,
+        help='As Nova\'s [scheduler] option of that name: true when it is '
+             'on, so that image properties such as hw_disk_bus and '
+             'hw_vif_model require their traits (COMPUTE_STORAGE_BUS_VIRTIO '
+             '...) of a destination'),
     Key('max_snapshot_mb', INT, files.MAX_MB, minimum=1,
         help='Largest snapshot file read, in MiB; a larger one is refused '
              'unread, since loading takes about seven times its size in '
@@ -264,6 +279,11 @@ KEYS = (
              '(requests that change something are never sent twice); a '
              'service that stalls fails after about (retries + 1) x '
              'read_timeout'),
+    Key('cloud.max_images', INT, 1000, minimum=0, maximum=100000,
+        help='Most images read from Glance (one request each) for the '
+             'properties Nova\'s scheduler reads of them, the images of the '
+             'most servers first; the servers of the others move only to '
+             'hypervisors as capable as theirs'),
     Key('prometheus.url', URL, None,
         help='Prometheus base URL; without it load comes from Placement '
              'allocations',

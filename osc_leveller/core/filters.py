@@ -17,6 +17,7 @@ import collections
 
 from osc_leveller.core import config
 from osc_leveller.core import extra_specs
+from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
 from osc_leveller.core import scoring
@@ -181,7 +182,7 @@ def _numa_reason(server):
             return '%s=%s' % (key, specs[key])
     if model.PCPU in server.resources or 'resources:PCPU' in specs:
         return 'dedicated CPUs (PCPU)'
-    return None
+    return images.numa_property(server.image)
 
 
 def numa(server, rules):
@@ -205,6 +206,11 @@ def capabilities(server, rules):
             return 'flavor extra spec %s: the API does not show the host ' \
                 'capabilities ComputeCapabilitiesFilter compares, so the ' \
                 'leveller cannot check a destination has them' % key
+    why = images.maxphysaddr_property(server.image)
+    if why:
+        return '%s: the API does not show a hypervisor\'s physical ' \
+            'address bits, which ImagePropertiesFilter compares, so the ' \
+            'leveller cannot check a destination has them' % why
 
 
 def opted_out(server, rules):
@@ -357,12 +363,6 @@ def cpu_compatible(server, dest, state, rules):
             dest.cpu_model or 'unknown', source.cpu_model or 'unknown')
 
 
-def _version_text(version):
-    """libvirt's integer version as Nova shows it: 8002000 is 8.2.0."""
-    return '%d.%d.%d' % (version // 1000000, version // 1000 % 1000,
-                         version % 1000)
-
-
 def hypervisor_version(server, dest, state, rules):
     """As Nova's conductor (_check_compatible_with_source_hypervisor):
     the same hypervisor type, and a version no older than the source's."""
@@ -375,8 +375,8 @@ def hypervisor_version(server, dest, state, rules):
             dest.hypervisor_version is not None and \
             dest.hypervisor_version < source.hypervisor_version:
         return 'hypervisor version %s is older than %s\'s %s' % (
-            _version_text(dest.hypervisor_version), source.name,
-            _version_text(source.hypervisor_version))
+            images.version_text(dest.hypervisor_version), source.name,
+            images.version_text(source.hypervisor_version))
 
 
 def metadata_values(dest, key):
@@ -461,17 +461,21 @@ def required_traits(server, dest, state, rules):
     resources on the root, so the root's traits decide. (Placement might
     serve a group from a child with the trait: a move the planner does not
     make, never one Nova refuses.) Unknown traits (not read) refuse a
-    flavor with trait specs; they never pass as none.
+    flavor with trait specs; they never pass as none. The traits the
+    server's image requires join the flavor's (core/images.py).
     """
     wanted = extra_specs.traits(server.flavor.extra_specs)
-    if not wanted:
+    by_image = images.image_traits(server.image, server.boot_from_volume,
+                                   rules.options)
+    if not wanted and not by_image:
         return None
     flavor = server.flavor.name or ''
     if dest.traits is None:
-        trait, how = wanted[0]
+        trait, how = wanted[0] if wanted else (by_image[0][0], 'required')
         return 'traits of resource provider %s are unknown (not read from ' \
-            'Placement): cannot check trait %s %s by flavor %s' % (
-                dest.name, trait, how, flavor)
+            'Placement): cannot check trait %s %s by %s' % (
+                dest.name, trait, how, 'flavor %s' % flavor if wanted
+                else by_image[0][1])
     for trait, how in wanted:
         if how == extra_specs.REQUIRED and trait not in dest.traits:
             return 'resource provider %s lacks trait %s required by ' \
@@ -479,6 +483,10 @@ def required_traits(server, dest, state, rules):
         if how == extra_specs.FORBIDDEN and trait in dest.traits:
             return 'resource provider %s has trait %s forbidden by ' \
                 'flavor %s' % (dest.name, trait, flavor)
+    for trait, why in by_image:
+        if trait not in dest.traits:
+            return 'resource provider %s lacks trait %s required by %s' % (
+                dest.name, trait, why)
     return None
 
 
@@ -582,7 +590,9 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        availability_zone, same_zone, cpu_compatible,
                        hypervisor_version, aggregate_extra_specs,
                        tenant_isolation, tenant_aggregate, isolated_aggregate,
-                       required_traits, server_groups, soft_server_groups,
+                       required_traits, images.image_properties,
+                       images.as_capable_image, server_groups,
+                       soft_server_groups,
                        capacity, saturation, ceiling)
 
 # Checks that refuse what Nova would accept, on purpose: rules of the
@@ -590,7 +600,8 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
 # yes). Each one's reason says so. The conformance benchmark
 # (benchmarks/conformance.py) counts the moves they cost apart.
 CHOICES = frozenset(('same_zone', 'soft_server_groups', 'numa',
-                     'capabilities', 'locked', 'source_usable'))
+                     'capabilities', 'locked', 'source_usable',
+                     'as_capable_image'))
 
 
 # An operator's target placement is theirs to make: only the ceiling,

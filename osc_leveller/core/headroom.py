@@ -25,6 +25,7 @@ import math
 
 from osc_leveller.core import config
 from osc_leveller.core import filters
+from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import scoring
 
@@ -34,7 +35,8 @@ FILTERS = (filters.service, filters.inventory, filters.availability_zone,
            filters.cpu_compatible,
            filters.aggregate_extra_specs, filters.tenant_isolation,
            filters.tenant_aggregate, filters.isolated_aggregate,
-           filters.required_traits,
+           filters.required_traits, images.image_properties,
+           images.as_capable_image,
            filters.capacity)  # and server groups as a rebuild sees them
 # Above this many sets of k hypervisors, only the heaviest sets are packed.
 MAX_SETS = 200

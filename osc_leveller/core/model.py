@@ -197,6 +197,32 @@ class Flavor:
     extra_specs: types.MappingProxyType = _empty()
 
 
+@dataclasses.dataclass(frozen=True, eq=False)  # one per image: by identity
+class Image:
+    """What Nova's scheduler reads of the image a server was booted from
+    (core/images.py), one object shared by the servers of that image.
+
+    properties: the image properties the rules read, as Glance gives them
+    (text), or None when they are unknown: the image is gone from Glance,
+    Glance did not answer, or the server was booted from a volume (whose
+    image properties Nova takes from Cinder). why says which.
+    """
+
+    id: str = ''
+    name: str = ''
+    disk_format: str = ''
+    properties: types.MappingProxyType = None
+    why: str = ''
+
+    @property
+    def known(self):
+        return self.properties is not None
+
+    @property
+    def label(self):
+        return self.name or self.id or 'its boot volume'
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerUsage:
     """Measured server load as fractions of its own flavor; None if unknown.
@@ -235,6 +261,9 @@ class Server:
     # Why Nova cannot live-migrate it (PCI, vGPU, child-provider allocations ...).
     blockers: tuple = ()
     usage: ServerUsage = ServerUsage()
+    # What the scheduler reads of its image; None: not recorded (a
+    # snapshot of before image properties were read).
+    image: Image = None
 
     @property
     def label(self):

@@ -91,10 +91,14 @@ def from_settings(settings, **extra):
 
 
 def to_document(options):
-    """The options as a plan file records them: every field but now."""
+    """The options as a plan file records them: every field but now, and
+    those recorded only if set when they are not."""
     document = {}
+    quiet = {key.option for key in config.KEYS if key.recorded_if_set}
     for name in DEFAULTS:
         value = getattr(options, name)
+        if name in quiet and value == DEFAULTS[name]:
+            continue
         if isinstance(value, frozenset):
             value = sorted(value)
         elif isinstance(value, dict):

@@ -30,6 +30,7 @@ import time
 from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import filters
+from osc_leveller.core import images
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -41,7 +42,8 @@ STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
                   filters.cpu_compatible, filters.hypervisor_version,
                   filters.aggregate_extra_specs, filters.tenant_isolation,
                   filters.tenant_aggregate, filters.isolated_aggregate,
-                  filters.required_traits)
+                  filters.required_traits,
+                  images.image_properties, images.as_capable_image)
 SEARCH_STATES = 3000  # placements the exhaustive search may expand
 SEARCH_SERVERS = 24  # servers it may move; beyond, those of the touched hosts
 PARKS_PER_SERVER = 2

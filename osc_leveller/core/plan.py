@@ -129,7 +129,7 @@ def fingerprint(snap):
     """A digest of everything the filters read, except load.
 
     Placement, service state, aggregates, traits, server placement and state,
-    server groups. Metrics are left out on purpose: they change every scrape,
+    server groups, images (if recorded). Metrics are left out on purpose: they change every scrape,
     and apply re-checks load itself.
     """
     # One encoder for all items: json.dumps builds a new one per call when
@@ -157,7 +157,24 @@ def fingerprint(snap):
     for group in sorted(snap.server_groups, key=lambda g: g.id):
         add(group.id, group.policy, group.max_server_per_host,
             sorted(group.members))
+    _add_images(snap, add)
     return 'sha256:' + hashlib.sha256(''.join(parts).encode()).hexdigest()
+
+
+def _add_images(snap, add):
+    """What the image rules read (core/images.py), if the snapshot records
+    it: a snapshot of before it did keeps the fingerprint it had."""
+    servers = [s for s in snap.servers if s.image is not None]
+    if not servers:
+        return
+    for server in sorted(servers, key=lambda s: s.id):
+        add(server.id, server.image.id, server.image.why)
+    seen = {}
+    for server in servers:
+        seen.setdefault(server.image.id, server.image)
+    for image_id, image in sorted(seen.items()):
+        add(image_id, image.disk_format, None if image.properties is None
+            else sorted(image.properties.items()))
 
 
 def check_cloud(plan, snapshot):

@@ -191,7 +191,12 @@ def _build(doc):
                 'hypervisors[%d].name' % i, 'duplicate hypervisor %r' % hyp.name)
         names.add(hyp.name)
     flavors = {}
-    servers = tuple(_server(data, flavors) for data in doc['servers'])
+    images = _images(doc.get('images'))
+    try:
+        servers = tuple(_server(data, flavors, images)
+                        for data in doc['servers'])
+    except _BadImage:
+        _find_bad_image(doc['servers'], images)
     ids = {server.id for server in servers}
     if len(ids) < len(servers) or not names.issuperset(
             server.hypervisor for server in servers):
@@ -234,6 +239,63 @@ def _guard(data, names):
         window=float(data.get('window') or 0.0),
         hypervisors=model.frozen_mapping(facts),
         unreachable=data.get('unreachable') or '')
+
+
+class _BadImage(Exception):
+    """A server names an image the document does not record."""
+
+
+# What a snapshot that records images says of the image of a server that
+# names none (shared by those servers).
+BOOT_VOLUME = model.Image(why='booted from a volume: Nova takes its image '
+                          'properties from Cinder, which the leveller does '
+                          'not read')
+NO_IMAGE = model.Image(why='no image recorded')
+
+
+def _images(data):
+    """{image id: model.Image} of a document's images section, None when
+    it has none (images not recorded). An image recorded as null, or
+    whose properties are null, has unknown properties."""
+    if data is None:
+        return None
+    found = {}
+    for image_id, raw in data.items():
+        raw = raw or {}
+        props = raw.get('properties')
+        found[image_id] = model.Image(
+            id=image_id, name=raw.get('name') or '',
+            disk_format=raw.get('disk_format') or '',
+            properties=None if props is None else
+            model.frozen_mapping(props),
+            why=raw.get('why') or ('' if props is not None else 'not read'))
+    return found
+
+
+def _server_image(data, images):
+    """The model.Image of a server document, None if not recorded."""
+    image_id = data.get('image')
+    if images is None:
+        if image_id:
+            raise _BadImage()
+        return None
+    if not image_id:
+        return BOOT_VOLUME if data.get('boot_from_volume') else NO_IMAGE
+    found = images.get(image_id)
+    if found is None:
+        raise _BadImage()
+    return found
+
+
+def _find_bad_image(servers, images):
+    for i, data in enumerate(servers):
+        image_id = data.get('image')
+        if image_id and (images is None or image_id not in images):
+            raise validation.ValidationError(
+                'servers[%d].image' % i, 'image %r is not in the snapshot\'s '
+                'images' % image_id if images is not None else
+                'names an image, but the snapshot has no images section')
+    raise AssertionError('no server names an unknown image')
 
 
 def _find_bad_server(servers, names):
@@ -321,7 +383,7 @@ def _fill_usages(hypervisors, servers, raw):
         for hyp, data in zip(hypervisors, raw))
 
 
-def _server(data, flavors):
+def _server(data, flavors, images=None):
     flavor, resources_ = _flavor(data, flavors)
     get = data.get
     groups, metadata, tags, blockers, usage = (
@@ -345,6 +407,7 @@ def _server(data, flavors):
         model.frozen_mapping(data['resources']),
         'blockers': tuple(blockers) if blockers else (),
         'usage': _usage(usage) if usage else _NO_USAGE,
+        'image': _server_image(data, images),
     })
 
 
@@ -426,6 +489,29 @@ def to_document(snap):
         doc['forecast'] = dataclasses.asdict(snap.forecast)
     if snap.guard:
         doc['guard'] = guard_doc(snap.guard)
+    recorded = images_of(snap)
+    if recorded is not None:
+        doc['images'] = {i.id: _image_doc(i) for i in recorded if i.id}
+    return doc
+
+
+def images_of(snap):
+    """The distinct model.Images of a snapshot's servers, in server
+    order; None when it does not record images."""
+    found = {}
+    for server in snap.servers:
+        if server.image is not None:
+            found.setdefault(id(server.image), server.image)
+    return list(found.values()) if found else None
+
+
+def _image_doc(image):
+    doc = {'name': image.name or None,
+           'disk_format': image.disk_format or None,
+           'properties': None if image.properties is None else
+           dict(image.properties)}
+    if image.why:
+        doc['why'] = image.why
     return doc
 
 
@@ -516,6 +602,8 @@ def _server_doc(s):
     usage = _figures_doc(s.usage)
     if usage:
         doc['usage'] = usage
+    if s.image is not None and s.image.id:
+        doc['image'] = s.image.id
     return doc
 
 

@@ -170,6 +170,8 @@ def _explain(document, schema, error):
             limit, len(value), _short(value))
     elif kind == 'maxItems':
         message = 'must have at most %d items (got %d)' % (limit, len(value))
+    elif kind == 'maxProperties':
+        message = 'must have at most %d keys (got %d)' % (limit, len(value))
     elif kind == 'pattern':
         message = 'must match %s (got %s)' % (limit, _short(value))
     elif kind in ('minimum', 'maximum') and abs(limit) == MAX_MAGNITUDE:

@@ -219,7 +219,8 @@ def collector(app, effective):
         open_connection(app, effective),
         metrics=metrics_reader(effective),
         history_hours=history_hours(effective),
-        retries=effective['cloud.retries'], progress=progress_of(app))
+        retries=effective['cloud.retries'], progress=progress_of(app),
+        max_images=effective['cloud.max_images'])
 
 
 def metrics_reader(effective, last_plausible=None):

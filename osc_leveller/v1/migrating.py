@@ -327,7 +327,8 @@ def guarded(command, effective, body, history_hours=24.0,
             metrics=common.metrics_reader(effective, last_plausible),
             history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
-            progress=common.progress_of(command.app))
+            progress=common.progress_of(command.app),
+            max_images=effective['cloud.max_images'])
         return body(actions, journal)
     except Refused:
         raise

@@ -81,6 +81,7 @@ class Side:
             'keystone': _root(auth['auth_url']),
             'nova': _root(conn.compute.get_endpoint()),
             'placement': conn.placement.get_endpoint().rstrip('/'),
+            'glance': _root(conn.image.get_endpoint()),
             'prometheus': prometheus_url.rstrip('/')}
         self.nova_max = '.'.join(
             map(str, conn.compute.get_endpoint_data().max_microversion))
@@ -113,11 +114,11 @@ class Side:
 
 
 def _root(url):
-    """Nova's endpoint without /v2.1, Keystone's without /v3: the calls'
-    paths carry them."""
+    """Nova's endpoint without /v2.1, Keystone's without /v3, Glance's
+    without /v2: the calls' paths carry them."""
     split = urllib.parse.urlsplit(url.rstrip('/'))
     path = split.path.rsplit('/', 1)[0] if split.path.endswith(
-        ('/v2.1', '/v3')) else split.path
+        ('/v2.1', '/v3', '/v2')) else split.path
     return '%s://%s%s' % (split.scheme, split.netloc, path)
 
 
@@ -176,7 +177,8 @@ class TestAnswersLikeTheDevcloud(base.DevcloudTestCase):
                    if h['name'] == server['hypervisor'])
         since = datetime.datetime.now(datetime.timezone.utc) - \
             datetime.timedelta(days=365)
-        return {'server': server['id'], 'hypervisor': hyp['name'],
+        return {'server': server['id'], 'image': server.get('image') or '',
+                'hypervisor': hyp['name'],
                 'host': hyp['host'], 'provider': hyp['uuid'],
                 'group': grouped.get(server['id'], ''),
                 'since': since.strftime('%Y-%m-%dT%H:%M:%SZ'),

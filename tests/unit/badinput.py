@@ -672,6 +672,8 @@ def gen_snapshot_files(rng, count):
         add(label, to_json(document), (where,))
     for label, document, where in _hypervisor_versions(doc):
         add(label, to_json(document), (where,))
+    for label, document, where in _image_snapshots(doc):
+        add(label, to_json(document), (where,))
     mutate = Mutator(doc, 'snapshot-v1')
     watcher = Mutator(watcher_doc(), 'watcher-cluster', keep=lambda p: (
         len(p) > 2 or p[0] not in ('hypervisors', 'servers')) and
@@ -1387,7 +1389,8 @@ def gen_cloud_answers(rng, count):
             'cloud-answer', label, list(rng.choice(LIVE_COMMANDS)),
             expect=(names,), cloud=Cloud(corrupt=spoil),
             secrets=(KEYSTONE_PASSWORD,)))
-    return (terminal_names() + cases)[:count] + trait_answers()
+    return (terminal_names() + cases)[:count] + trait_answers() + \
+        image_answers()
 
 
 # -- traits: a snapshot's, and Placement's answers for hv2 -------------------
@@ -1464,6 +1467,117 @@ def trait_answers():
          'read from Placement): cannot check trait CUSTOM_SLOW forbidden'),
         faults=(('placement', TRAITS_PATH, 'status:503'),),
         corrupt=forbidding))
+    return found
+
+
+# -- images: a snapshot's, and Glance's answers ----------------------------
+
+IMAGE = standin.derived_uuid('image', 'f4x16')  # cloud_doc()'s servers'
+IMAGE_NOTE = 'image properties unknown for 5 servers ('
+
+
+def _image_snapshots(doc):
+    """(label, document, path) of snapshots whose images Glance would
+    never give, or that name an image they do not record."""
+    def with_image(change):
+        d = copy.deepcopy(doc)
+        d['images'] = {'img1': {'name': 'ubuntu', 'disk_format': 'raw',
+                                'properties': {'hw_architecture': 'x86_64'}}}
+        d['servers'][0]['image'] = 'img1'
+        change(d)
+        return d
+
+    props = 'images.img1.properties'
+    return [('images: ' + label, with_image(change), where)
+            for label, change, where in (
+                ('a property that is a number',
+                 lambda d: d['images']['img1']['properties'].update(
+                     hw_architecture=64), props + '.hw_architecture'),
+                ('a property of 256 characters',
+                 lambda d: d['images']['img1']['properties'].update(
+                     {'trait:CUSTOM_X': 'r' * 256}), props + '.trait:CUSTOM_X'),
+                ('properties as one text',
+                 lambda d: d['images']['img1'].update(
+                     properties='hw_architecture=x86_64'), props),
+                ('1001 properties',
+                 lambda d: d['images']['img1'].update(properties={
+                     'trait:CUSTOM_%d' % i: 'required' for i in range(1001)}),
+                 props + ': must have at most 1000 keys (got 1001)'),
+                ('an unknown field', lambda d: d['images']['img1'].update(
+                    colour='blue'), 'images.img1.colour'),
+                ('images as a list', lambda d: d.update(images=[]),
+                 'images: must be object'),
+                ('an empty image id', lambda d: d['images'].update(
+                    {'': None}), 'images.: must not be empty'),
+                ('a server naming an image not recorded',
+                 lambda d: d['servers'][1].update(image='img2'),
+                 "servers[1].image: image 'img2' is not in the snapshot's "
+                 'images'),
+                ('a server naming an image, no images section',
+                 lambda d: d.pop('images'), 'servers[0].image: names an '
+                 'image, but the snapshot has no images section'),
+                ('a server image that is a number',
+                 lambda d: d['servers'][0].update(image=7),
+                 'servers[0].image'))]
+
+
+def image_answers():
+    """Glance's answers for the servers' image not given, or not an
+    image's: the run goes on (exit 0) with its properties unknown, named
+    in the note, and its servers held to hypervisors as capable as
+    theirs."""
+    path = '/v2/images/' + IMAGE
+
+    def body(**change):
+        def spoil(cloud):
+            answer = {'id': IMAGE, 'name': 'f4x16', 'disk_format': 'qcow2',
+                      'status': 'active'}
+            answer.update(change)
+            cloud.set_image(IMAGE, answer)
+        return spoil
+
+    def case(label, argv, expect, faults=(), corrupt=None):
+        return Case('cloud-answer', 'glance image: ' + label, argv,
+                    expect=(IMAGE_NOTE,) + expect, code=0, cloud=Cloud(
+                        faults=faults, corrupt=corrupt),
+                    secrets=(KEYSTONE_PASSWORD,))
+
+    # (A misshapen list or item is no fault of Glance's flat answer.)
+    found = [case(kind, LIVE_COMMANDS[i % len(LIVE_COMMANDS)], (),
+                  faults=(('glance', path, kind),))
+             for i, kind in enumerate(FAULT_KINDS)
+             if kind not in ('shape:string', 'shape:items')]
+    for i, (label, spoil, why) in enumerate((
+            ('a property that is a number', body(hw_architecture=64),
+             'property hw_architecture is int, not text'),
+            ('a property of 256 characters',
+             body(**{'trait:CUSTOM_X': 'r' * 256}),
+             'property trait:CUSTOM_X is longer than Nova keeps'),
+            ('another image\'s answer', body(id='other'),
+             'the answer is about image "other"'),
+            ('a name that is a list', body(name=['a']),
+             'name is not text'),
+            ('an id with an escape sequence', body(id='\x1b[2J'),
+             'the answer is about image "\\u001b[2J"'),
+            ('nested %d deep' % TOO_DEEP, answer_raw(
+                'glance', '/v2/images/{id}',
+                b'{"id": ' + b'[' * TOO_DEEP + b']' * TOO_DEEP + b'}'),
+             'nested too deeply'))):
+        found.append(case(label, LIVE_COMMANDS[i % len(LIVE_COMMANDS)],
+                          (why,), corrupt=spoil))
+    found.append(case(
+        'gone, a server held to hypervisors as capable as its own',
+        ['leveller', 'plan', '-f', 'json', '--explain', 'hot0'],
+        ('gone from Glance (404)', 'the properties of image %s are '
+         'unknown (gone from Glance (404)): it moves only to a hypervisor '
+         'as capable as hv1 (every trait, the same hypervisor type and CPU '
+         'architecture), and hv2 lacks its trait CUSTOM_X' % IMAGE),
+        corrupt=lambda cloud: (cloud.set_image(IMAGE, None), cloud._by_name[
+            'hv1'].update(traits=['CUSTOM_X']))))
+    found.append(case(
+        'no image service in the catalog', ['leveller', 'score'],
+        ('no image service in the catalog',),
+        corrupt=lambda cloud: cloud.not_in_catalog.add('image')))
     return found
 
 

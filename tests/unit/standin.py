@@ -1,4 +1,5 @@
-"""A stand-in OpenStack cloud for tests: Keystone, Nova, Placement, Prometheus.
+"""A stand-in OpenStack cloud for tests: Keystone, Nova, Placement, Glance,
+Prometheus.
 
 Real clients (keystoneauth, openstacksdk, requests, the ``openstack`` shell)
 talk HTTP to it on 127.0.0.1, one ephemeral port per service. What it serves
@@ -17,7 +18,7 @@ on per service and path prefix while it runs, and every request is counted::
 
 Paths (for faults, counts and the request log) are request paths as sent,
 without the query: Nova's carry its /v2.1 prefix, Keystone's its /v3; ids
-are '{id}' in counts. Services: 'keystone', 'nova', 'placement',
+are '{id}' in counts. Services: 'keystone', 'nova', 'placement', 'glance',
 'prometheus'.
 
 Simplifications: one region, one user; servers keep the snapshot's ids
@@ -61,9 +62,11 @@ import uuid
 
 import yaml
 
+from osc_leveller.core import images as core_images
+from osc_leveller.core import model
 from osc_leveller.core import snapshot as snapshot_io
 
-SERVICES = ('keystone', 'nova', 'placement', 'prometheus')
+SERVICES = ('keystone', 'nova', 'placement', 'glance', 'prometheus')
 # The real Nova goes on to 2.104; 2.100 is the most openstacksdk asks for.
 NOVA_MIN, NOVA_MAX = (2, 1), (2, 100)
 PLACEMENT_MIN, PLACEMENT_MAX = (1, 0), (1, 39)
@@ -413,7 +416,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class StandIn:
-    """Keystone, Nova, Placement and Prometheus serving one snapshot.
+    """Keystone, Nova, Placement, Glance and Prometheus serving one snapshot.
 
     document: an osc-leveller-snapshot/1 document (validated with the
     project's parser; not modified). project_id: the project of the token;
@@ -424,7 +427,9 @@ class StandIn:
     series; prometheus_names: the metric names its label values API
     lists. child_providers: {hypervisor name: [{'name', 'inventories',
     'allocations': {consumer: {rc: amount}}, 'traits'}]}, nested Placement
-    providers. A provider's traits can be set as in Placement (PUT
+    providers. Glance serves the snapshot's images (one it records as
+    unknown answers 404); a snapshot without images boots each server from
+    a plain image of its flavor's name. A provider's traits can be set as in Placement (PUT
     /resource_providers/{uuid}/traits at its generation); a hypervisor
     whose traits the snapshot does not know has none. migration_outcome:
     'completed', 'running' (until complete_migrations()) or 'error'; the
@@ -466,6 +471,8 @@ class StandIn:
         # Keystone's catalog ids differ from one deployment to the next:
         # set another to stand in for another cloud.
         self.deployment = ''
+        # Catalog service types left out (a cloud without Glance: 'image').
+        self.not_in_catalog = set()
         self.max_limit = max_limit
         self.prometheus = prometheus
         self.prometheus_names = list(prometheus_names)
@@ -811,7 +818,7 @@ class StandIn:
             try:
                 if route is None:
                     self._no_route(req)
-                if service in ('nova', 'placement') and route[3]:
+                if service in ('nova', 'placement', 'glance') and route[3]:
                     self._authenticate(req)
                 if service == 'nova':
                     req.version = _parse_version(
@@ -870,6 +877,9 @@ class StandIn:
         if service == 'nova':
             return {_NOVA_FAULTS.get(status, 'computeFault'): {
                 'code': status, 'message': message}}
+        if service == 'glance':  # webob's JSON error page
+            return {'message': message, 'code': '%d %s' % (status, title),
+                    'title': title}
         if service == 'placement':
             return {'errors': [{'status': status, 'title': title,
                                 'detail': message,
@@ -977,6 +987,10 @@ class StandIn:
                  True),
                 ('GET', '/allocations/{id}', self._consumer, True),
             ],
+            'glance': [
+                ('GET', '/', self._glance_versions, False),
+                ('GET', '/v2/images/{id}', self._image, True),
+            ],
             'prometheus': [
                 ('GET', '/api/v1/query', self._prom_query, False),
                 ('POST', '/api/v1/query', self._prom_query, False),
@@ -1061,6 +1075,10 @@ class StandIn:
             for n, binary in enumerate(('nova-scheduler', 'nova-conductor'))]
 
         self._server_list = collections.OrderedDict()
+        self._images_recorded = any(s.image is not None
+                                    for s in snap.servers)
+        self._images = {}  # Glance's: id -> its answer, None: gone
+        self._boot_properties = {}
         for index, s in enumerate(snap.servers):
             flavor = s.flavor
             self._server_list[s.id] = {
@@ -1075,6 +1093,7 @@ class StandIn:
                            'swap': flavor.swap,
                            'extra_specs': dict(flavor.extra_specs)},
                 'boot_from_volume': s.boot_from_volume,
+                'image': self._load_image(s),
                 'metadata': dict(s.metadata), 'tags': list(s.tags),
                 'pinned_availability_zone': s.pinned_availability_zone or None,
                 'resources': dict(s.resources),
@@ -1148,6 +1167,60 @@ class StandIn:
                     child.get('allocations', {}).items()}
         self._provider_index = {h['uuid']: h for h in self._hyps}
         self._provider_index.update((c['uuid'], c) for c in self._children)
+
+    def _load_image(self, server):
+        """The id of the image Nova says the server was booted from ('':
+        a volume), its image added to Glance's."""
+        image = server.image
+        if server.boot_from_volume or (image is not None and not image.id):
+            return ''
+        if image is None:  # a plain image per flavor, as before images
+            name = server.flavor.name
+            image = model.Image(
+                id=derived_uuid('image', name), name=name,
+                disk_format='qcow2', properties={})
+        self._register_image(image)
+        return image.id
+
+    def _register_image(self, image):
+        """Glance's answer for a model.Image, unless it has one."""
+        if image.id in self._images:
+            return
+        # Nova keeps the properties of boot time, trait:* ones aside
+        # from what 2.98 shows (only ImageMetaProps' own names).
+        self._boot_properties[image.id] = {
+            k: value for k, value in (image.properties or {}).items()
+            if not k.startswith('trait:')}
+        self._images[image.id] = None if not image.known else dict(
+            image.properties, id=image.id, name=image.name or None,
+            disk_format=image.disk_format or None,
+            container_format='bare', status='active',
+            visibility='public', protected=False, os_hidden=False,
+            min_ram=0, min_disk=0, size=1073741824, virtual_size=1073741824,
+            tags=[], checksum=None, os_hash_algo='sha512',
+            os_hash_value=None, owner=derived_uuid('project', 'admin'),
+            created_at=_iso_z(self.taken_at),
+            updated_at=_iso_z(self.taken_at),
+            self='/v2/images/%s' % image.id,
+            file='/v2/images/%s/file' % image.id,
+            schema='/v2/schemas/image')
+
+    def boot_from(self, image_of, images):
+        """Servers boot from these images: {server id: image id} and the
+        model.Images (a Watcher cluster names none)."""
+        with self._lock:
+            for image in images:
+                self._register_image(image)
+            for server_id, image_id in image_of.items():
+                server = self._server_list[server_id]
+                if not server['boot_from_volume']:
+                    server['image'] = image_id
+            self._images_recorded = True
+
+    def set_image(self, image_id, body):
+        """Glance's answer for an image from now on (None: gone)."""
+        with self._lock:
+            self._images[image_id] = copy.deepcopy(body)
 
     def _add_migration(self, server_id, migration_type, status, source,
                        dest, created, updated, mid=None):
@@ -1241,7 +1314,19 @@ class StandIn:
                         s['id'], s['resources']))})
                 if s['usage']:
                     servers[-1]['usage'] = dict(s['usage'])
-            return {
+                if self._images_recorded and s['image']:
+                    servers[-1]['image'] = s['image']
+            images = {}
+            if self._images_recorded:
+                for image_id in sorted({s['image'] for s in servers
+                                        if s.get('image')}):
+                    body = self._images.get(image_id)
+                    images[image_id] = None if body is None else {
+                        'name': body['name'],
+                        'disk_format': body['disk_format'],
+                        'properties': {k: v for k, v in body.items()
+                                       if core_images.kept(k)}}
+            document = {
                 'format': snapshot_io.FORMAT, 'taken_at': _iso_z(
                     datetime.datetime.now(datetime.timezone.utc)),
                 'source': {'kind': 'test', 'cloud': 'standin'},
@@ -1263,6 +1348,9 @@ class StandIn:
                         m['updated_at'])}
                     for m in self._migration_list],
             }
+            if self._images_recorded:
+                document['images'] = images
+            return document
 
     # -- Keystone ----------------------------------------------------------
 
@@ -1351,7 +1439,10 @@ class StandIn:
         for service_type, name, url in (
                 ('identity', 'keystone', self.url('keystone')),
                 ('compute', 'nova', self.nova_url),
-                ('placement', 'placement', self.placement_url)):
+                ('placement', 'placement', self.placement_url),
+                ('image', 'glance', self.url('glance'))):
+            if service_type in self.not_in_catalog:
+                continue
             entries.append({
                 'id': derived_uuid('service-entry', self.deployment + name),
                 'type': service_type, 'name': name,
@@ -1500,15 +1591,16 @@ class StandIn:
         hyp = self._by_name[s['hypervisor']]
         vm_state, power_state = _VM_STATES.get(s['status'], ('active', 1))
         stamp = _iso_z(self.taken_at)
-        if s['boot_from_volume']:
+        if not s['image']:
             image = ''  # Nova's answer for a server booted from a volume
         else:
-            image_id = derived_uuid('image', s['flavor']['original_name'])
+            image_id = s['image']
             image = {'id': image_id, 'links': [{
                 'rel': 'bookmark',
                 'href': '%s/images/%s' % (self.url('nova'), image_id)}]}
-            if v >= (2, 98):  # the image properties Nova keeps (none here)
-                image['properties'] = {}
+            if v >= (2, 98):  # the boot-time properties Nova shows
+                image['properties'] = dict(self._boot_properties.get(
+                    image_id, {}))
         if v >= (2, 47):
             flavor = dict(s['flavor'])
             if req.admin:
@@ -2119,6 +2211,21 @@ class StandIn:
         raise _Fail(404, 'Instance group %s could not be found.' % group_id)
 
     # -- Placement -------------------------------------------------------
+
+    # -- Glance --------------------------------------------------------------
+
+    def _glance_versions(self, req):
+        link = self.url('glance') + '/v2/'
+        return 300, {'versions': [
+            {'id': 'v2.%d' % minor, 'status': 'CURRENT' if minor == 16
+             else 'SUPPORTED', 'links': [{'rel': 'self', 'href': link}]}
+            for minor in (16, 15, 9)]}
+
+    def _image(self, req, image_id):
+        body = self._images.get(image_id)
+        if body is None:
+            raise _Fail(404, 'No image found with ID %s' % image_id)
+        return copy.deepcopy(body)
 
     def _placement_versions(self, req):
         return {'versions': [{

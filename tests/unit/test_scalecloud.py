@@ -3,6 +3,7 @@ migrations and Prometheus series, and that the plugin sends exactly the
 calls tools/scalecloud/calls.py lists (which the functional test compares
 with the devcloud's answers)."""
 
+import collections
 import concurrent.futures
 import json
 import time
@@ -212,7 +213,9 @@ class TestPrometheus(unittest.TestCase):
                               by_id[server_id]['mem_util']),
                              (usage['cpu'], usage['ram']))
         self.assertTrue(all(h['metrics'] for h in document['hypervisors']))
-        self.assertNotIn('note', document['source'])  # nothing falls back
+        # Nothing falls back (an image gone from Glance is no metric).
+        self.assertFalse([part for part in document['source'].get(
+            'note', '').split('; ') if 'image properties' not in part])
 
 
 class TestTraits(unittest.TestCase):
@@ -223,6 +226,8 @@ class TestTraits(unittest.TestCase):
         model = {h['name']: h['cpu_model'] for h in doc['hypervisors']}
         traits = {h['name']: set(h['traits'])
                   for h in document['hypervisors']}
+        self.assertEqual({'x86_64'}, {h['cpu']['arch']
+                                      for h in document['hypervisors']})
         self.assertGreater(len(set(model.values())), 1)
         for name, found in traits.items():
             self.assertTrue({'COMPUTE_NODE', 'HW_CPU_X86_AVX2',
@@ -231,6 +236,28 @@ class TestTraits(unittest.TestCase):
             newer = model[name] in ('Icelake-Server', 'SapphireRapids')
             self.assertEqual(newer, 'HW_CPU_X86_AVX512VBMI' in found)
             self.assertEqual(not newer, 'HW_CPU_X86_MPX' in found)
+
+    def test_a_clusters_servers_boot_from_glance_images(self):
+        doc = generate.generate(12, 300, seed=3)
+        with scale.ScaleCloud(doc, latency=0, images=40) as cloud:
+            document = collect.Collector(cloud.connection()).collect()
+            read = cloud.counts['glance', 'GET', '/v2/images/{id}']
+        used = collections.Counter(s['image'] for s in document['servers'])
+        images = document['images']
+        # One request per image the servers use, the base images most.
+        self.assertEqual(len(used), read)
+        self.assertGreater(len(used), 20)
+        self.assertEqual(set(used), set(images))
+        top = [image for image, _ in used.most_common(3)]
+        self.assertTrue(all(images[i]['properties'] is not None
+                            for i in top))
+        gone = [i for i, entry in images.items()
+                if entry['properties'] is None]
+        self.assertTrue(gone)
+        self.assertEqual({'gone from Glance (404)'},
+                         {images[i]['why'] for i in gone})
+        self.assertIn('servers (gone from Glance (404))',
+                      document['source']['note'])
 
     def test_a_snapshots_traits_are_its_own(self):
         hyps = [{'name': 'hv1', 'inventories': {'VCPU': {'total': 8}},

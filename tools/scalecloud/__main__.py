@@ -19,7 +19,7 @@ def serve(args):
         bandwidth=args.bandwidth or None,
         migration_overhead=args.migration_overhead,
         live_migrations_per_host=args.live_migrations_per_host,
-        failure_rate=args.failure_rate, seed=args.seed,
+        failure_rate=args.failure_rate, seed=args.seed, images=args.images,
         max_limit=args.max_limit, port=args.port)
     clouds_yaml = args.clouds_yaml or os.path.join(
         tempfile.mkdtemp(prefix='scalecloud-'), 'clouds.yaml')
@@ -64,7 +64,8 @@ def report(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='python -m tools.scalecloud',
-        description='A simulated Keystone, Nova, Placement and Prometheus on '
+        description='A simulated Keystone, Nova, Placement, Glance and '
+                    'Prometheus on '
                     '127.0.0.1 serving a generated cloud of any size.')
     commands = parser.add_subparsers(dest='command', required=True)
     p = commands.add_parser('serve', help='serve a cluster until stopped')
@@ -90,8 +91,12 @@ def main(argv=None):
     p.add_argument('--max-limit', type=int, default=1000,
                    help="Nova's [api] max_limit, its page size")
     p.add_argument('--port', type=int, default=0,
-                   help='first of five consecutive ports (Keystone, Nova, '
-                        'Placement, Prometheus, admin); default: free ones')
+                   help='first of six consecutive ports (Keystone, Nova, '
+                        'Placement, Glance, Prometheus, admin); default: '
+                        'free ones')
+    p.add_argument('--images', type=int, default=scale.images_mod.IMAGES,
+                   help='Glance images the servers of a generated cluster '
+                        'boot from (default %(default)s)')
     p.add_argument('--clouds-yaml', help='where to write the clouds.yaml '
                                          '(default: a new temporary directory)')
     p.set_defaults(run=serve)

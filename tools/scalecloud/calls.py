@@ -24,13 +24,13 @@ Call = collections.namedtuple(
     'Call', 'service method path version params body pages probe',
     defaults=(None, None, {}, None, None, None))
 
-NOVA, PLACEMENT = 'nova', 'placement'
+NOVA, PLACEMENT, GLANCE = 'nova', 'placement', 'glance'
 SDK_SERVER = 'max:2.100'  # openstacksdk's Server
 SDK_SERVICE = 'max:2.69'  # openstacksdk's Service
 PROBE_HOST = 'scalecloud-no-such-host'
 _PLACEHOLDER = re.compile(r'\{(username|password|project|since|server|'
                           r'hypervisor|host|provider|service|group|'
-                          r'migration|status)\}')
+                          r'migration|status|image)\}')
 # Nova refuses these moves before anything happens: no such host.
 REFUSED = {'host': PROBE_HOST}
 
@@ -64,6 +64,7 @@ CALLS = [
     # openstacksdk's version discovery
     Call(NOVA, 'GET', '/v2.1'),
     Call(PLACEMENT, 'GET', '/'),
+    Call(GLANCE, 'GET', '/'),
     # collect.Collector
     Call(NOVA, 'GET', '/v2.1/os-services', '2.53',
          {'binary': 'nova-compute'}),
@@ -82,6 +83,9 @@ CALLS = [
          '1.28'),
     # a hypervisor's own provider only; refresh.refresh sends it too
     Call(PLACEMENT, 'GET', '/resource_providers/{provider}/traits', '1.6'),
+    # each distinct image of the servers; refresh.refresh: the moving
+    # servers' images
+    Call(GLANCE, 'GET', '/v2/images/{image}'),
     # refresh.refresh: what the executor reads again before a move
     Call(NOVA, 'GET', '/v2.1/os-hypervisors/detail', '2.87',
          {'hypervisor_hostname_pattern': '{hypervisor}'}),
@@ -152,7 +156,8 @@ def key(call, maximum):
     microversion have in common: service, method, path template (ids as
     {id}), query names (and values, for Prometheus), microversion."""
     path = call.path
-    for name in ('server', 'provider', 'service', 'group', 'migration'):
+    for name in ('server', 'provider', 'service', 'group', 'migration',
+                 'image'):
         path = path.replace('{%s}' % name, '{id}')
     if call.path == '/api/v1/label/__name__/values':
         path = '/api/v1/label/{id}/values'

@@ -1,12 +1,13 @@
 """ScaleCloud: the unit tests' stand-in cloud, sized and timed for scale.
 
 tests/unit/standin.py does the emulation (Keystone, Nova, Placement,
-Prometheus; microversions, paging, field names, faults, migrations,
+Glance, Prometheus; microversions, paging, field names, faults, migrations,
 latency, a concurrency limit, counts). This adds what scale work needs
 around it: a cluster file of any size as the cloud (benchmarks/generate.py's
 Watcher cluster, or a snapshot document), Prometheus series that follow the
-servers (exporters.py), the traits a libvirt host reports for its CPU model
-where a Watcher cluster has none (traits.py), an admin listener that returns
+servers (exporters.py), the traits and CPU architecture a libvirt host
+reports for its CPU model where a Watcher cluster has none (traits.py), the images its servers boot
+from (images.py), an admin listener that returns
 the counts, and the client configuration (clouds.yaml, OS_* variables).
 """
 
@@ -15,6 +16,7 @@ import time
 
 from tests.unit import standin
 from tools.scalecloud import exporters
+from tools.scalecloud import images as images_mod
 from tools.scalecloud import traits
 
 LATENCY = 0.02  # seconds before each answer
@@ -33,8 +35,10 @@ class ScaleCloud(standin.StandIn):
     """A simulated cloud on 127.0.0.1 serving a cluster of any size.
 
     cluster: a decoded Watcher cluster (benchmarks/generate.py) or snapshot
-    document, or the path of one. port: the first of five consecutive
-    ports (Keystone, Nova, Placement, Prometheus, admin), else free ones.
+    document, or the path of one. port: the first of six consecutive
+    ports (Keystone, Nova, Placement, Glance, Prometheus, admin), else
+    free ones. images: how many Glance images a Watcher cluster's servers
+    boot from (images.py; a snapshot's are its own).
     Other arguments are StandIn's (latency, concurrency, bandwidth,
     migration_overhead, live_migrations_per_host, failure_rate, seed,
     max_limit, ...); requests are counted, not kept. As a context manager::
@@ -48,7 +52,8 @@ class ScaleCloud(standin.StandIn):
     LISTENERS = standin.SERVICES + ('admin',)
 
     def __init__(self, cluster, latency=LATENCY, concurrency=CONCURRENCY,
-                 bandwidth=BANDWIDTH, port=0, **kwargs):
+                 bandwidth=BANDWIDTH, port=0, images=images_mod.IMAGES,
+                 **kwargs):
         started = time.monotonic()
         if isinstance(cluster, str):
             cluster = read(cluster)
@@ -58,6 +63,11 @@ class ScaleCloud(standin.StandIn):
         if 'format' not in cluster:  # a Watcher cluster: no traits
             for hyp in self._hyps:
                 hyp['traits'] = traits.of_model(hyp['cpu']['model'])
+                # nor CPU architecture, which libvirt always reports
+                hyp['cpu']['arch'] = hyp['cpu']['arch'] or traits.ARCH
+            if images:  # nor images
+                self.boot_from(*images_mod.assign(list(self._server_list),
+                                                  images))
         self.prometheus = self.exporters = exporters.Exporters(
             self._hyps, self._server_seq)
         self.prometheus_names = list(exporters.NAMES)

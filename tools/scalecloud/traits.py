@@ -54,6 +54,9 @@ COMPUTE = (
     'COMPUTE_GRAPHICS_MODEL_VGA', 'COMPUTE_GRAPHICS_MODEL_VIRTIO')
 
 
+ARCH = 'x86_64'  # of every model here
+
+
 def of_model(model):
     """The sorted traits of a KVM host with this CPU model (the base
     x86-64 flags for a model not listed)."""

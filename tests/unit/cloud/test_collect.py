@@ -180,6 +180,22 @@ class FakePlacement(FakeProxy):
         return 404, None
 
 
+class FakeGlance(FakeProxy):
+    """GET /images/{id} as Glance v2 answers it: properties are
+    top-level keys; 404 for an image it does not have."""
+
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
+
+    def route(self, path, query, at):
+        image = self.world.images.get(path[len('/images/'):])
+        if not path.startswith('/images/') or image is None:
+            return 404, {'message': 'No image found', 'code': '404 Not '
+                         'Found', 'title': 'Not Found'}
+        return 200, image
+
+
 class World:
     """One small cloud as Nova and Placement record it.
 
@@ -190,7 +206,10 @@ class World:
     landed on hvC and awaiting confirmation (the migration holds the old
     flavor on hvB). s1 moved three days ago. sN (N = hosts) uses a vGPU of a
     child provider of hv00. Traits: the CPU's and COMPUTE_NODE on each
-    hypervisor, CUSTOM_NVME on hv01, a vGPU type on the child.
+    hypervisor, CUSTOM_NVME on hv01, a vGPU type on the child. Images:
+    servers boot from img, one Glance has (with properties the rules read
+    and some they do not); rs from an image gone from Glance; sN from a
+    volume.
     """
 
     def __init__(self, n_hosts, groups=3):
@@ -221,6 +240,17 @@ class World:
         self.add_server('rs', 'p2', dst, LARGE, status='VERIFY_RESIZE')
         self.holdings.append((self.nodes[mid], RESIZE_UUID, _alloc(SMALL)))
         self.gpu_server = 's%d' % n  # on hv00
+        self.servers[-1]['image'] = {'id': 'gone', 'links': []}
+        for server in self.servers:
+            if server['id'] == self.gpu_server:
+                server['image'] = ''
+        self.images = {'img': {
+            'id': 'img', 'name': 'ubuntu-24.04', 'status': 'active',
+            'disk_format': 'qcow2', 'container_format': 'bare',
+            'visibility': 'public', 'size': 2361393152, 'tags': [],
+            'hw_architecture': 'x86_64', 'hw_disk_bus': 'virtio',
+            'trait:CUSTOM_NVME': 'required', 'os_distro': 'ubuntu',
+            'self': '/v2/images/img', 'schema': '/v2/schemas/image'}}
         self.migrations = [
             _migration(40, OLD_UUID, 's1', 'completed', 'live-migration',
                        self.hosts[mid], self.hosts[src], NOW -
@@ -363,6 +393,7 @@ def _migration(mid, uuid, server, status, kind, source, dest, when):
 def cloud(n_hosts, groups=3):
     world = World(n_hosts, groups)
     return NS(compute=FakeNova(world), placement=FakePlacement(world),
+              image=FakeGlance(world),
               config=NS(name='test', region_name='RegionOne'), world=world)
 
 
@@ -390,9 +421,33 @@ class TestCollect(unittest.TestCase):
                           {'COMPUTE_NODE', 'HW_CPU_X86_AVX2', 'CUSTOM_NVME'},
                           {'COMPUTE_NODE', 'HW_CPU_X86_AVX2'}],
                          [h.traits for h in snap.hypervisors])
-        self.assertEqual('left out, no resource provider in Placement: new1',
-                         snap.source['note'])
+        self.assertEqual(
+            'left out, no resource provider in Placement: new1; image '
+            'properties unknown for 1 server (gone from Glance (404)), 1 '
+            'server booted from a volume (Cinder\'s, not read): they move '
+            'only to hypervisors as capable as theirs', snap.source['note'])
         self.assertEqual('cloud', snap.source['kind'])
+        self.assertEqual(('QEMU', None), (hv00.hypervisor_type,
+                                          hv00.hypervisor_version))
+
+    def test_image_properties_from_glance_once_per_image(self):
+        conn = cloud(3)
+        snap = snapshot_io.parse(run(conn))
+        image = snap.server('s0').image
+        # What the rules read, not what they do not (os_distro).
+        self.assertEqual(('img', 'ubuntu-24.04', 'qcow2', {
+            'hw_architecture': 'x86_64', 'hw_disk_bus': 'virtio',
+            'trait:CUSTOM_NVME': 'required'}), (
+                image.id, image.name, image.disk_format,
+                dict(image.properties)))
+        self.assertIs(image, snap.server('s1').image)
+        self.assertEqual(('gone', None, 'gone from Glance (404)'), (
+            snap.server('rs').image.id, snap.server('rs').image.properties,
+            snap.server('rs').image.why))
+        self.assertIs(snapshot_io.BOOT_VOLUME, snap.server('s3').image)
+        self.assertEqual(sorted([('GET', '/images/img'),
+                                 ('GET', '/images/gone')]),
+                         sorted(conn.image.calls))
 
     def test_servers_of_every_project_with_their_details(self):
         # Without all_projects Nova lists the token's project only; without

@@ -214,6 +214,32 @@ class TestRefresh(unittest.TestCase):
             'placement', 'GET', '/resource_providers/{id}/traits'])
         self.assertLessEqual(sum(counts[0].values()), 17, counts[0])
 
+    def test_the_moving_servers_image_is_read_again(self):
+        image = standin.derived_uuid('image', 'f4x16')  # hot servers'
+        with standin.StandIn(cloud()) as sim:
+            acts = actions.Actions(sim.connection())
+            first = acts.snapshot()
+            self.assertEqual({}, dict(first.server('id-hot1').image
+                                      .properties))
+            sim.set_image(image, {'id': image, 'name': 'licensed',
+                                  'disk_format': 'raw',
+                                  'trait:CUSTOM_LIC': 'required',
+                                  'os_distro': 'windows'})
+            sim.reset_counts()
+            snap = acts.snapshot(moves=[move('hot1', 'hv1', 'hv2')])
+            self.assertEqual(1, sim.counts['glance', 'GET',
+                                           '/v2/images/{id}'])
+            self.assertEqual({'trait:CUSTOM_LIC': 'required'},
+                             dict(snap.server('id-hot1').image.properties))
+            # The servers of that image share what was read now.
+            self.assertIs(snap.server('id-hot1').image,
+                          snap.server('id-hot2').image)
+            sim.set_image(image, None)
+            snap = acts.snapshot(moves=[move('hot1', 'hv1', 'hv2')])
+            self.assertEqual('gone from Glance (404)',
+                             snap.server('id-hot1').image.why)
+            self.assertEqual([], sim.errors)
+
     def test_a_member_moved_to_the_destination_is_seen(self):
         with standin.StandIn(cloud()) as sim:
             acts = actions.Actions(sim.connection())
@@ -237,10 +263,15 @@ class TestStaleMovesAreRefused(unittest.TestCase):
             sleep=lambda seconds: between and between.pop(0)())
         return runner.run(moves, snapshot=acts.snapshot()).results
 
-    def second_move_refused(self, second, change, why):
+    def second_move_refused(self, second, change, why, traits=None):
         """hot0 moves first; change() happens while it runs; the second
-        move, checked against a targeted read, is refused for why."""
-        with standin.StandIn(cloud()) as sim:
+        move, checked against a targeted read, is refused for why.
+        traits: {hypervisor: its traits}."""
+        document = cloud()
+        for hyp in document['hypervisors']:
+            hyp['traits'] = (traits or {}).get(hyp['name'], [])
+        with standin.StandIn(document) as sim:
+            self.sim = sim
             acts = actions.Actions(sim.connection())
             moves = [move('hot0', 'hv1', 'hv2'), second]
             results = self.run_moves(sim, acts, moves, between=[
@@ -260,6 +291,25 @@ class TestStaleMovesAreRefused(unittest.TestCase):
             move('web1', 'hv1', 'hv4', wave=2),
             lambda acts: acts.live_migrate('id-web2', 'cmp-hv4'),
             'anti-affinity group web: hv4 already hosts web2')
+
+    def test_an_image_that_came_to_require_a_trait(self):
+        image = standin.derived_uuid('image', 'f4x16')
+        self.second_move_refused(
+            move('hot1', 'hv1', 'hv4', wave=2),
+            lambda acts: self.sim.set_image(image, {
+                'id': image, 'name': 'licensed', 'disk_format': 'raw',
+                'trait:CUSTOM_LIC': 'required'}),
+            'hv4: resource provider hv4 lacks trait CUSTOM_LIC required by '
+            'image licensed')
+
+    def test_an_image_gone_from_glance(self):
+        image = standin.derived_uuid('image', 'f4x16')
+        self.second_move_refused(
+            move('hot1', 'hv1', 'hv4', wave=2),
+            lambda acts: self.sim.set_image(image, None),
+            'the properties of image %s are unknown (gone from Glance '
+            '(404)): it moves only to a hypervisor as capable as hv1' % image,
+            traits={'hv1': ['CUSTOM_X'], 'hv2': ['CUSTOM_X']})
 
 
 if __name__ == '__main__':

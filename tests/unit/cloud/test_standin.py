@@ -59,13 +59,19 @@ def small_cloud():
 
 
 def normalized(document):
-    """The parsed document, minus what the collector does not read."""
+    """The parsed document, minus what the collector does not read and
+    what the stand-in makes up for a snapshot without it (libvirt's
+    hypervisor type and version, a plain image per flavor)."""
     doc = snapshot_io.to_document(snapshot_io.parse(copy.deepcopy(document)))
     for hyp in doc['hypervisors']:
         hyp['aggregates'].sort(key=lambda a: a['name'])
         del hyp['metrics']  # Prometheus; not collected
+        hyp.pop('hypervisor_type', None)
+        hyp.pop('hypervisor_version', None)
     for server in doc['servers']:
         del server['usage'], server['server_groups'], server['blockers']
+        server.pop('image', None)
+    doc.pop('images', None)
     return doc
 
 
@@ -98,6 +104,42 @@ class TestCollector(unittest.TestCase):
              got['server_groups']])
         self.assertEqual(('cloud', 'RegionOne'), (
             document['source']['kind'], document['source']['region']))
+
+    def test_images_as_glance_shows_them(self):
+        source = builders.document(
+            [builders.hypervisor('hv1', hypervisor_type='fake',
+                                 hypervisor_version=1000)],
+            [builders.server('a', 'hv1', image='img-a'),
+             builders.server('b', 'hv1', image='img-gone'),
+             builders.server('c', 'hv1', boot_from_volume=True)])
+        source['images'] = {
+            'img-a': {'name': 'cirros', 'disk_format': 'raw', 'properties': {
+                'hw_architecture': 'x86_64', 'trait:CUSTOM_A': 'required'}},
+            'img-gone': None}
+        with standin.StandIn(source) as cloud:
+            document = collect.Collector(cloud.connection()).collect(
+                now=cloud.taken_at)
+            conn = cloud.connection()
+            answer = conn.image.get('/images/img-a').json()
+            gone = conn.image.get('/images/img-gone')
+            self.assertEqual(source['images'], cloud.document()['images'])
+            self.assertEqual([], cloud.errors)
+        # Properties are top-level keys of Glance's answer; 404 for an
+        # image it does not have, with webob's JSON error page.
+        self.assertEqual(('cirros', 'x86_64', 'required', 'active'), (
+            answer['name'], answer['hw_architecture'],
+            answer['trait:CUSTOM_A'], answer['status']))
+        self.assertEqual((404, '404 Not Found'), (gone.status_code,
+                                                  gone.json()['code']))
+        self.assertEqual(source['images']['img-a'],
+                         document['images']['img-a'])
+        self.assertEqual('gone from Glance (404)',
+                         document['images']['img-gone']['why'])
+        hyp = document['hypervisors'][0]
+        self.assertEqual(('fake', 1000), (hyp['hypervisor_type'],
+                                          hyp['hypervisor_version']))
+        self.assertEqual(['img-a', 'img-gone', None], [
+            s.get('image') for s in document['servers']])
 
     def test_migrations_allocations_and_child_providers(self):
         hyps, servers = builders.three_hosts(hot_servers=2)
@@ -328,7 +370,7 @@ class TestFaults(unittest.TestCase):
             with self.assertRaises(ValueError):
                 self.cloud.fault('nova', '/', kind)
         with self.assertRaises(ValueError):
-            self.cloud.fault('glance', '/', 'reset')
+            self.cloud.fault('cinder', '/', 'reset')
 
     def test_stop_ends_stalled_requests(self):
         with standin.StandIn(small_cloud()) as cloud:
@@ -427,6 +469,8 @@ class TestProtocol(unittest.TestCase):
             ('placement', 'GET', '/resource_providers/{id}/inventories'): 3,
             ('placement', 'GET', '/resource_providers/{id}/allocations'): 3,
             ('placement', 'GET', '/resource_providers/{id}/traits'): 3,
+            # Its servers are of one flavor: one plain image.
+            ('glance', 'GET', '/v2/images/{id}'): 1,
         }), collections.Counter({k: v for k, v in counts.items()
                                  if k[2] not in ('/', '/v2.1', '/v3')
                                  and k[0] != 'keystone'}))
