@@ -66,6 +66,7 @@ from osc_leveller.cloud import collect  # noqa: E402
 from osc_leveller.core import config  # noqa: E402
 from osc_leveller.core import extra_specs  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
+from osc_leveller.core import images  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner as planner_mod  # noqa: E402
 from osc_leveller.core import policy  # noqa: E402
@@ -283,6 +284,15 @@ def _trait_specs(server, value):
     return value in {how for _, how in extra_specs.traits(_specs(server))}
 
 
+def _image_asks(server, keys=(), prefix=None):
+    """The server's image is known and sets one of keys, or a key with
+    prefix."""
+    image = server.image
+    return image is not None and image.known and any(
+        key in keys or (prefix and key.startswith(prefix))
+        for key in image.properties)
+
+
 # target: (the servers it is about, or None for all; the planner's checks
 # it is about). A pair aimed at a rule passes every other check of the
 # planner, so that the rule decides; half the pairs the rule refuses, half
@@ -316,6 +326,13 @@ TARGETS = {
         ('server_groups', 'soft_server_groups'))
        for policy in ('anti-affinity', 'affinity', 'soft-anti-affinity',
                       'soft-affinity')},
+    'image_properties': (lambda s, snap: _image_asks(
+        s, images.ARCHITECTURE[:2] + images.HV_TYPE[:2] + images.VM_MODE[:2]),
+        ('image_properties',)),
+    'image_traits': (lambda s, snap: _image_asks(s, prefix=images.TRAIT),
+                     ('required_traits',)),
+    'unknown_image': (lambda s, snap: s.image is not None and
+                      not s.image.known, ('as_capable_image',)),
     'capacity': (None, ('capacity',)),
     'numa': (lambda s, snap: filters.numa(s, None) is not None, ('numa',)),
 }
@@ -421,6 +438,8 @@ def label(rule, server, snapshot, reason):
         return '%s (%s)' % (rule, ', '.join(policies))
     if rule == 'required_traits' and 'forbidden' in reason:
         return 'forbidden_traits'  # one check for both (core/filters.py)
+    if rule == 'required_traits' and 'by image' in reason:
+        return 'image_traits'
     return rule
 
 

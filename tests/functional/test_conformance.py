@@ -82,6 +82,15 @@ class TestConformance(base.DevcloudTestCase):
         self.assertTrue(any('CUSTOM_FPGA' in s.resources for s in servers))
         self.assertTrue(any(s.pinned_availability_zone for s in servers))
         self.assertTrue(any(not s.pinned_availability_zone for s in servers))
+        # images: the fake driver's guest, a version before 9.0, a trait,
+        # and one deleted from Glance (unknown)
+        props = [s.image.properties for s in servers
+                 if s.image is not None and s.image.known]
+        for key in ('img_hv_type', 'img_hv_requested_version',
+                    'trait:CUSTOM_SSD'):
+            self.assertTrue(any(key in p for p in props), key)
+        self.assertTrue(any(s.image is not None and not s.image.known
+                            for s in servers))
         # two filled near their RAM
         self.assertGreaterEqual(sum(
             h.capacity('MEMORY_MB') - h.usage('MEMORY_MB') <= 6144
@@ -100,7 +109,9 @@ class TestConformance(base.DevcloudTestCase):
         said = {'same_zone': 'the leveller keeps a server in its zone',
                 'soft_server_groups': 'a soft policy: Nova would allow it',
                 'numa': 'the API does not show',
-                'source_usable': 'plan only balances usable hypervisors'}
+                'source_usable': 'plan only balances usable hypervisors',
+                'as_capable_image': 'it moves only to a hypervisor as '
+                                    'capable as'}
         for pair in self.pairs:
             rule = pair['rule'].split(' ')[0]
             if pair['class'] == 'lost' and rule in said:

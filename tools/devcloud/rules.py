@@ -20,6 +20,9 @@ all through the APIs as an operator would:
   custom resource class (resources:CUSTOM_FPGA);
 - server groups of the four policies, one anti-affinity group with
   max_server_per_host 2;
+- servers booted from images whose properties Nova's scheduler reads
+  (ImagePropertiesFilter's guest and hypervisor version, a required
+  trait), and from an image deleted from Glance once they are built;
 - servers pinned to an availability zone or not, on hypervisors the
   scheduler accepts for them (booted with a requested host, Nova's filters
   run), two hypervisors filled near their RAM, locked, paused and stopped
@@ -35,6 +38,7 @@ import os
 import random
 import sys
 import time
+import uuid
 
 import openstack
 
@@ -69,6 +73,16 @@ MIX = (['r.small'] * 4 + ['r.medium'] * 4 + ['r.large'] * 2 + ['r.tiny'] +
 GROUPS = (('web', 'anti-affinity', None), ('db', 'anti-affinity', 2),
           ('cache', 'affinity', None), ('batch', 'soft-anti-affinity', None),
           ('app', 'soft-affinity', None))
+# The images servers boot from (fake_glance_neutron.py): most the plain
+# one; some ask what ImagePropertiesFilter checks (the fake driver's guests;
+# a libvirt version before 9.0) or a trait; 'gone' is made for the seed
+# and deleted once the servers are built: the leveller finds it unknown.
+IMAGES = {'plain': devcloud_setup.IMAGE_ID,
+          'guest': '33333333-3333-4333-8333-333333333333',
+          'before-9': '44444444-4444-4444-8444-444444444444',
+          'ssd': '55555555-5555-4555-8555-555555555555'}
+IMAGE_MIX = ['plain'] * 8 + ['guest', 'before-9', 'before-9', 'ssd', 'ssd',
+                             'gone', 'gone']
 COMPUTE_VERSION = '2.74'  # create with a requested host, Nova's filters run
 # The hosts a role may fall on, drawn in this order, each host one role:
 # five set aside (scenarios/rules.yaml), so that the hypervisors whose
@@ -252,9 +266,23 @@ class Builder:
         say('aggregates %s' % {n: h for n, _, h in wanted})
 
     # --- where a server may go ------------------------------------------
-    def fits(self, host, flavor, project, zone, group):
+    def image_of(self, name):
+        """The image a server boots from: the rs-NN servers go through
+        IMAGE_MIX in turn from a place the seed draws (so that a few
+        servers already boot from each), the others the plain one. The
+        rest of the scenario draws as it did before images."""
+        if not name.startswith('rs-'):
+            return 'plain'
+        start = random.Random(self.seed).randrange(len(IMAGE_MIX))
+        return IMAGE_MIX[(start + int(name[3:])) % len(IMAGE_MIX)]
+
+    def fits(self, host, flavor, project, zone, group, image='plain'):
         vcpus, ram, _, specs = FLAVORS[flavor]
         if zone and host.az != zone:
+            return False
+        if image == 'before-9' and host.spec['hypervisor_version'] >= 9000000:
+            return False
+        if image == 'ssd' and 'CUSTOM_SSD' not in host.traits:
             return False
         dedicated = specs.get('hw:cpu_policy') == 'dedicated'
         if host.ram < ram or (not dedicated and host.vcpus < vcpus):
@@ -348,13 +376,14 @@ class Builder:
         details = group[1] if group else None
         hosts = [h for h in self.hosts.values() if h.name not in exclude]
         self.rng.shuffle(hosts)
+        image = self.image_of(name)
         for host in hosts:
             zone = host.az if pinned else None
-            if not self.fits(host, flavor, project, zone, details):
+            if not self.fits(host, flavor, project, zone, details, image):
                 continue
             body = {'server': {
                 'name': name, 'flavorRef': self.flavor_ids[flavor],
-                'imageRef': devcloud_setup.IMAGE_ID, 'networks': 'none',
+                'imageRef': IMAGES[image], 'networks': 'none',
                 'host': host.name}}
             if zone:
                 body['server']['availability_zone'] = zone
@@ -462,6 +491,31 @@ class Builder:
             ', '.join(s.name for s in picked[:2]), picked[2].name,
             picked[3].name))
 
+    def gone_image(self):
+        """An image of this seed, as an operator uploads one to Glance."""
+        image_id = str(uuid.uuid5(uuid.NAMESPACE_URL, 'rules/%d' % self.seed))
+        glance = self.c.image
+        if glance.get('/images/%s' % image_id).status_code == 404:
+            answer = glance.post('/images', json={
+                'id': image_id, 'name': 'rules-%d-gone' % self.seed,
+                'disk_format': 'raw', 'container_format': 'bare'})
+            if answer.status_code != 201:
+                sys.exit('rules: creating an image failed: %s' % answer.text)
+            answer = glance.put('/images/%s/file' % image_id, data=b'\0' * 512,
+                                headers={'Content-Type':
+                                         'application/octet-stream'})
+            if answer.status_code != 204:
+                sys.exit('rules: uploading an image failed: %s' % answer.text)
+        IMAGES['gone'] = image_id
+
+    def forget_image(self):
+        answer = self.c.image.delete('/images/%s' % IMAGES['gone'])
+        if answer.status_code != 204:
+            sys.exit('rules: deleting an image failed: %s' % answer.text)
+        say('image %s deleted from Glance: %d servers boot from it' % (
+            IMAGES['gone'], sum(1 for s in self.c.compute.servers(
+                all_projects=True) if s.image.id == IMAGES['gone'])))
+
     def services(self):
         disabled, down = self.role['disabled'], self.role['forced-down']
         for service in self.c.compute.services(binary='nova-compute'):
@@ -489,8 +543,10 @@ class Builder:
         self.traits()
         self.aggregates()
         groups = self.groups()
+        self.gone_image()
         self.servers(groups)
         self.fill()
+        self.forget_image()
         self.states()
         self.services()
         say('seed %d built in %.0f s' % (self.seed, time.time() - started))
