@@ -19,11 +19,11 @@ from osc_leveller.cloud import collect
 from osc_leveller.core import executor
 from osc_leveller.core import filters
 from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
 from tests.unit import standin
+from tests.unit.cloud.test_refresh import move
 
 NVME = 'CUSTOM_NVME'
 AVX2 = 'HW_CPU_X86_AVX2'
@@ -243,15 +243,6 @@ class TestCollectTraits(unittest.TestCase):
         schema = validation.load_schema('snapshot-v1')
         traits = schema['$defs']['hypervisor']['properties']['traits']
         self.assertEqual(collect.MAX_TRAITS, traits['maxItems'])
-
-
-def move(server, source, destination, wave=1):
-    return plan_mod.Move(
-        server_id='id-' + server, server_name=server, source=source,
-        destination=destination, destination_host=b.compute_host(
-            destination), wave=wave, gain=0.1, reason='test',
-        domain='az1/Gen1', ram_gb=4.0, source_score=(0.5, 0.4),
-        destination_score=(0.1, 0.2), imbalance=(0.2, 0.1))
 
 
 class TestRecheck(unittest.TestCase):
