@@ -513,11 +513,24 @@ def run_seed(conn, seed, pairs, servers, say=print, build_first=True):
     return results
 
 
+# A pair the planner accepts counts for the target aimed at; one it refuses
+# for the check that refused. Where the two name one rule, one row.
+ROWS = {'unknown_image': 'as_capable_image',
+        **{'server_groups:' + p: '%sserver_groups (%s)' % (
+            'soft_' if p.startswith('soft-') else '', p)
+           for p in ('anti-affinity', 'affinity', 'soft-anti-affinity',
+                     'soft-affinity')}}
+
+
+def row_of(pair):
+    return ROWS.get(pair['rule'], pair['rule'])
+
+
 def table(results):
     """{rule: {tried, agreed, dangerous, lost, choice}} plus a total."""
     rows = collections.OrderedDict()
-    for r in sorted(results, key=lambda r: r['rule']):
-        row = rows.setdefault(r['rule'], dict.fromkeys(
+    for r in sorted(results, key=row_of):
+        row = rows.setdefault(row_of(r), dict.fromkeys(
             ('tried', AGREED, DANGEROUS, LOST, 'choice'), 0))
         row['tried'] += 1
         row[r['class']] += 1
