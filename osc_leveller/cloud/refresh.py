@@ -64,7 +64,13 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
                  if s['hypervisor'] in names)
     alone.update(m for g in groups for m in g['members'] if m not in known)
     elsewhere = {sid: read.server(sid) for sid in sorted(alone - set(on))}
-    migrations = [m for sid in moving for m in read.migrations(sid, now)]
+    # Nova's scheduler counts a member of a strict anti-affinity group on a
+    # host it left, or was tried on, a moment ago (core/filters.py
+    # _lingering): its fellows' migrations are read too.
+    fellows = {m for g in groups if g.get('policy') == 'anti-affinity'
+               for m in g['members']}
+    migrated = sorted(set(moving) | fellows)
+    migrations = [m for sid in migrated for m in read.migrations(sid, now)]
     held = {sid: read.allocations(sid) for sid in moving}
     part = document_mod.build_document(
         now=now, cloud=None, region=None,
@@ -81,7 +87,7 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     for name, p in parts.items():
         if p['details'].get('host_ip'):
             collector.host_ips[name] = p['details']['host_ip']
-    result = _merge(document, part, names, elsewhere, gone_groups, moving)
+    result = _merge(document, part, names, elsewhere, gone_groups, migrated)
     _own(result, {**on, **{k: v for k, v in elsewhere.items() if v}}, held,
          collector)
     if 'images' in document:
@@ -94,8 +100,9 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     return result
 
 
-def _merge(document, part, names, elsewhere, gone_groups, moving):
-    """The earlier document with the parts read now put in."""
+def _merge(document, part, names, elsewhere, gone_groups, migrated):
+    """The earlier document with the parts read now put in (the
+    migrations of the servers in migrated)."""
     fresh = {h['name']: h for h in part['hypervisors']}
     hypervisors = [fresh[h['name']] if h['name'] in names else h
                    for h in document['hypervisors']
@@ -134,7 +141,7 @@ def _merge(document, part, names, elsewhere, gone_groups, moving):
                      if g['id'] not in gone_groups]
     server_groups.extend(groups.values())
     migrations = [m for m in document['migrations']
-                  if m['server_id'] not in moving] + part['migrations']
+                  if m['server_id'] not in migrated] + part['migrations']
     return dict(document, taken_at=part['taken_at'], hypervisors=hypervisors,
                 servers=result, server_groups=server_groups,
                 migrations=migrations)

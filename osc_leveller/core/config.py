@@ -237,6 +237,14 @@ KEYS = (
         help='Only move servers of these projects (empty: all)',
         flag=Flag('--project', 'Only move servers of this project (repeat '
                   'for several)', '<project-id>')),
+    Key('nova.scheduler_instance_sync_interval', INT, 120, minimum=0,
+        maximum=86400, option='instance_sync_interval', recorded_if_set=True,
+        help='As Nova\'s [DEFAULT] option of that name, in seconds: for so '
+             'long after a live migration leaves a hypervisor, or the '
+             'scheduler picks one for a move that then fails, Nova\'s '
+             'scheduler still counts the server there, and '
+             'ServerGroupAntiAffinityFilter refuses its group\'s other '
+             'members that hypervisor'),
     Key('nova.query_placement_for_image_type_support', BOOL, False,
         option='image_type_prefilter', recorded_if_set=True,
         help='As Nova\'s [scheduler] option of that name: true when it is '

@@ -38,6 +38,38 @@ class Moved(collections.namedtuple('Moved', 'ended seconds source')):
     (0 when unknown), the compute host it left."""
 
 
+def _lingering(snapshot, now, interval):
+    """Where Nova's scheduler may still count a server that is not there:
+    ({server id: hypervisor names}, server ids it may count anywhere).
+
+    The scheduler keeps each host's servers in memory, and a host's compute
+    puts that list right only every scheduler_instance_sync_interval
+    seconds. Meanwhile it holds a server on the host a live migration left
+    (the source compute reports the server as its own when the migration
+    ends: compute manager _post_live_migration), and on every host the
+    scheduler picked for it, even for a move the conductor then refused
+    (scheduler manager _consume_selected_host). ServerGroupAntiAffinityFilter
+    counts those. A failed move whose destination Nova does not record
+    (os-migrations dest_compute null) may have left it on any host."""
+    lingering = collections.defaultdict(set)
+    anywhere = set()
+    nodes = collections.defaultdict(list)
+    for hyp in snapshot.hypervisors:
+        nodes[hyp.host].append(hyp.name)
+    for mig in snapshot.migrations:
+        when = mig.updated_at or mig.created_at
+        if when is None or now - when > interval:
+            continue
+        if mig.moved:
+            if mig.migration_type == 'live-migration':
+                lingering[mig.server_id].update(nodes[mig.source_compute])
+        elif mig.dest_compute:
+            lingering[mig.server_id].update(nodes[mig.dest_compute])
+        elif not mig.in_progress:
+            anywhere.add(mig.server_id)
+    return lingering, anywhere
+
+
 class Rules:
     """Options plus the indexes the filters need, for one snapshot."""
 
@@ -74,6 +106,8 @@ class Rules:
                         Moved(when, max(0.0, took), mig.source_compute))
         self.last_moved = {sid: max(m.ended for m in moves)
                            for sid, moves in self.moves_of.items()}
+        self.lingering, self.anywhere = _lingering(snapshot, self.now, getattr(
+            options, 'instance_sync_interval', 120))
         # {project: names of the aggregates a filter_tenant_id* key names
         # it alone in}: Nova's limit_tenants_to_placement_aggregate finds
         # those by exact value (a comma list confines nobody).
@@ -493,6 +527,14 @@ def required_traits(server, dest, state, rules):
 SOFT = 'soft-'
 
 
+def _counted_there(others, dest, state, rules):
+    """Members Nova's scheduler still counts on dest though they are not
+    there (see _lingering). Those a plan moves off dest are not: apply
+    re-checks each move, with its group's migrations read again."""
+    return [m for m in others if state.host_of(m) != dest.name and
+            dest.name in rules.lingering.get(m, ())]
+
+
 def _group_refusal(server, dest, state, rules, group):
     others = [m for m in rules.group_members[group.id] if m != server.id]
     here = [m for m in others if state.host_of(m) == dest.name]
@@ -506,6 +548,17 @@ def _group_refusal(server, dest, state, rules, group):
                 rules.snapshot.server(m).label for m in here))
             return '%s group %s: %s already hosts %s' % (
                 group.policy, label, dest.name, names)
+        # Only the strict filter reads the scheduler's list of servers.
+        ghosts = _counted_there(others, dest, state, rules) \
+            if group.policy == 'anti-affinity' else ()
+        if len(here) + len(ghosts) >= limit:
+            names = ', '.join(sorted(
+                rules.snapshot.server(m).label for m in ghosts))
+            return '%s group %s: Nova\'s scheduler still counts %s on %s ' \
+                '(moved or tried there less than %d s ago: it forgets once ' \
+                'the compute syncs, scheduler_instance_sync_interval)' % (
+                    group.policy, label, names, dest.name,
+                    rules.options.instance_sync_interval)
     elif not others and not group.policy.startswith(SOFT):
         # Nova's group hosts are those of every member, this one too
         # (ServerGroupAffinityFilter, scheduler utils _get_group_details).
@@ -523,6 +576,27 @@ def server_groups(server, dest, state, rules):
             reason = _group_refusal(server, dest, state, rules, group)
             if reason:
                 return reason
+
+
+def unrecorded_attempts(server, dest, state, rules):
+    """The leveller's own rule, for what the API cannot show: a member of
+    the server's strict anti-affinity group whose move failed a moment ago
+    may be counted by Nova's scheduler on whichever host it picked, which
+    Nova does not record. The leveller waits until the scheduler forgets."""
+    for group in rules.groups_of.get(server.id, ()):
+        if group.policy == 'anti-affinity':
+            tried = sorted(rules.snapshot.server(m).label
+                           for m in rules.group_members[group.id]
+                           if m != server.id and m in rules.anywhere)
+            if tried:
+                return 'anti-affinity group %s: a move of %s failed less ' \
+                    'than %d s ago, and Nova does not say which host its ' \
+                    'scheduler picked, where it counts %s until the compute ' \
+                    'syncs (scheduler_instance_sync_interval): the leveller ' \
+                    'waits that long' % (
+                        group.name or group.id, ', '.join(tried),
+                        rules.options.instance_sync_interval,
+                        'it' if len(tried) == 1 else 'them')
 
 
 def soft_server_groups(server, dest, state, rules):
@@ -592,7 +666,7 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        tenant_isolation, tenant_aggregate, isolated_aggregate,
                        required_traits, images.image_properties,
                        images.as_capable_image, server_groups,
-                       soft_server_groups,
+                       unrecorded_attempts, soft_server_groups,
                        capacity, saturation, ceiling)
 
 # Checks that refuse what Nova would accept, on purpose: rules of the
@@ -601,7 +675,7 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
 # (benchmarks/conformance.py) counts the moves they cost apart.
 CHOICES = frozenset(('same_zone', 'soft_server_groups', 'numa',
                      'capabilities', 'locked', 'source_usable',
-                     'as_capable_image'))
+                     'as_capable_image', 'unrecorded_attempts'))
 
 
 # An operator's target placement is theirs to make: only the ceiling,

@@ -292,6 +292,15 @@ class TestStaleMovesAreRefused(unittest.TestCase):
             lambda acts: acts.live_migrate('id-web2', 'cmp-hv4'),
             'anti-affinity group web: hv4 already hosts web2')
 
+    def test_a_group_member_that_just_left_the_destination(self):
+        """Nova's scheduler counts web2 on hv3 for a while after it left:
+        the targeted read reads the group's other members' migrations."""
+        self.second_move_refused(
+            move('web1', 'hv1', 'hv3', wave=2),
+            lambda acts: acts.live_migrate('id-web2', 'cmp-hv4'),
+            "anti-affinity group web: Nova's scheduler still counts web2 on "
+            "hv3")
+
     def test_an_image_that_came_to_require_a_trait(self):
         image = standin.derived_uuid('image', 'f4x16')
         self.second_move_refused(

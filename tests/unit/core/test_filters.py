@@ -624,6 +624,68 @@ class TestServerGroups(unittest.TestCase):
         group = self.group('anti-affinity', ['web1', 'gone'])
         self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2', [group]))
 
+    def moved(self, name, source, dest, status='completed', seconds_ago=60,
+              kind='live-migration'):
+        """A migration of name that ended seconds_ago before the snapshot
+        (builders.TAKEN_AT, 12:00:00)."""
+        when = '2026-11-20T11:%02d:%02dZ' % divmod(3600 - seconds_ago, 60)
+        return {'server_id': 'id-' + name, 'status': status,
+                'migration_type': kind, 'created_at': when,
+                'updated_at': when, 'source_compute': b.compute_host(source),
+                'dest_compute': dest and b.compute_host(dest)}
+
+    def test_nova_still_counts_a_member_on_the_host_it_left(self):
+        """The source compute reports the server as its own at the end of
+        a live migration; the scheduler believes it until the compute's
+        next instance sync (scheduler_instance_sync_interval, 120 s)."""
+        servers = [b.server('web1', 'hv1'), b.server('web2', 'hv3')]
+        group = self.group('anti-affinity', ['web1', 'web2'])
+        left = [self.moved('web2', 'hv2', 'hv3', seconds_ago=60)]
+        self.assertEqual(
+            "anti-affinity group web: Nova's scheduler still counts web2 on "
+            "hv2 (moved or tried there less than 120 s ago: it forgets once "
+            "the compute syncs, scheduler_instance_sync_interval)",
+            check(self.hyps, servers, 'web1', 'hv2', [group], left))
+        for kept in ([self.moved('web2', 'hv2', 'hv3', seconds_ago=180)],
+                     [self.moved('web2', 'hv2', 'hv3', kind='migration')]):
+            self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2',
+                                    [group], kept))
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2', [group],
+                                left, instance_sync_interval=30))
+        # Only the strict filter reads the scheduler's list of servers.
+        soft = self.group('soft-anti-affinity', ['web1', 'web2'])
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2', [soft],
+                                left))
+
+    def test_and_on_the_host_it_was_tried_on(self):
+        """The scheduler adds a member to the host it picks, even for a move
+        the conductor then refuses; Nova records no destination then, so
+        the member may be counted anywhere for a while."""
+        self.hyps.append(b.hypervisor('hv4'))
+        servers = [b.server('web1', 'hv1'), b.server('web2', 'hv3')]
+        group = self.group('anti-affinity', ['web1', 'web2'])
+        refused = [self.moved('web2', 'hv3', None, status='error',
+                              seconds_ago=30)]
+        for dest in ('hv2', 'hv4'):
+            self.assertEqual(
+                'anti-affinity group web: a move of web2 failed less than '
+                '120 s ago, and Nova does not say which host its scheduler '
+                'picked, where it counts it until the compute syncs '
+                '(scheduler_instance_sync_interval): the leveller waits that '
+                'long', check(self.hyps, servers, 'web1', dest, [group],
+                              refused))
+        self.assertIn('unrecorded_attempts', filters.CHOICES)
+        tried = [self.moved('web2', 'hv3', 'hv2', status='error')]
+        self.assertIn('counts web2 on hv2', check(
+            self.hyps, servers, 'web1', 'hv2', [group], tried))
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv4', [group],
+                                tried))
+        # With room for two, one ghost and no member is not full.
+        two = self.group('anti-affinity', ['web1', 'web2'],
+                         max_server_per_host=2)
+        self.assertIsNone(check(self.hyps, servers, 'web1', 'hv2', [two],
+                                tried))
+
     def test_affinity_never_split(self):
         servers = [b.server('db1', 'hv1'), b.server('db2', 'hv1')]
         group = self.group('affinity', ['db1', 'db2'])
