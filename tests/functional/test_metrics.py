@@ -157,6 +157,11 @@ class TestExporterFaults(base.DevcloudTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
+        # The reference run must see every hypervisor measured.
+        base.wait_for(lambda: len(set(base.by_hypervisor(base.CPU)) -
+                                  {None}) >= len(cls.HOSTS), 120,
+                      message='series for the %d hypervisors' % len(
+                          cls.HOSTS))
         cls.tmp = tempfile.TemporaryDirectory()
         cls.metrics_file = os.path.join(cls.tmp.name, 'leveller.prom')
         cls.config = os.path.join(cls.tmp.name, 'leveller.yaml')
