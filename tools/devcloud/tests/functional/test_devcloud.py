@@ -22,7 +22,7 @@ NODE_DOMAIN = os.environ.get('DEVCLOUD_NODE_DOMAIN', 'devcloud.test')
 # promises is checked on its file (unit/test_scenarios.py); that Nova
 # refuses a live migration to a hypervisor lacking a CPU feature of the
 # source, and the leveller with it, by the conformance test
-# (tests/functional/test_conformance.py).
+# (tests/functional/test_nova_agrees.py).
 
 
 class TestOverloadedHost(base.DevcloudTestCase):

@@ -17,7 +17,7 @@ from benchmarks import conformance  # noqa: E402
 
 SEED = 5
 PAIRS = 60
-SERVERS = 26
+SERVERS = 40
 
 
 class TestConformance(base.DevcloudTestCase):
