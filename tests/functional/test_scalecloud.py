@@ -43,6 +43,9 @@ def shape(value, path='', found=None):
     found.setdefault(path, set()).add(kind)
     name = path.rsplit('.', 1)[-1]
     if isinstance(value, dict):
+        if name in MAPS and not value:
+            # whether a map has entries is data: null stands for any type
+            found.setdefault(path + '.{}', set()).add('null')
         for key, item in value.items():
             shape(item, path + ('.{}' if name in MAPS else '.' + key), found)
     elif isinstance(value, list) and name not in LISTS_OF_DATA:
