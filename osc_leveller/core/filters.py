@@ -106,8 +106,8 @@ class Rules:
                         Moved(when, max(0.0, took), mig.source_compute))
         self.last_moved = {sid: max(m.ended for m in moves)
                            for sid, moves in self.moves_of.items()}
-        self.lingering, self.anywhere = _lingering(snapshot, self.now, getattr(
-            options, 'instance_sync_interval', 120))
+        self.lingering, self.anywhere = _lingering(
+            snapshot, self.now, options.instance_sync_interval)
         # {project: names of the aggregates a filter_tenant_id* key names
         # it alone in}: Nova's limit_tenants_to_placement_aggregate finds
         # those by exact value (a comma list confines nobody).
