@@ -76,6 +76,10 @@ from osc_leveller.core import model  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
 from osc_leveller.core import planner  # noqa: E402
 from osc_leveller.core import scoring  # noqa: E402
+try:  # a checkout before the forecast's skill was measured has none
+    from osc_leveller.core import skill  # noqa: E402
+except ImportError:
+    skill = None
 from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core import state as state_mod  # noqa: E402
 from osc_leveller.core import watcher_cluster  # noqa: E402
@@ -264,6 +268,51 @@ def with_forecast(document, days, ahead, weight):
     return result
 
 
+def with_skill(document, hosts, step, interval_steps, days, domains):
+    """The document whose forecast carries the skill Prometheus' history
+    gives (osc_leveller/core/skill.py), as prometheus.forecast_days reads
+    it: the hypervisors' figures on a grid of one interval, index 0 this
+    run; hosts: {world step: {hypervisor: {figure: value}}} as read at
+    each step, with the placement of its time. Each step's figure is the
+    load of the period up to the next step, so a grid index's now is its
+    first step's and its actual the mean over the interval before it.
+    The document is left as it is."""
+    if skill is None or 'forecast' not in document:
+        return document
+    window = min(days, skill.MOST_DAYS) * 24 * HOUR
+    per_step = interval_steps * HOUR
+    first = -int(round((window + days * 24 * HOUR) / per_step))
+    now, actual = ({f: collections.defaultdict(dict) for f in skill.FIGURES}
+                   for _ in range(2))
+    for index in range(first, 1):
+        ends = step + index * interval_steps
+        steps = range(ends - interval_steps + 1, ends + 1)
+        if steps[0] < 0 or any(j not in hosts for j in steps):
+            continue
+        for figure in skill.FIGURES:
+            for name in hosts[ends]:
+                values = [hosts[j][name].get(figure) for j in steps]
+                if all(v is not None for v in values):
+                    actual[figure][name][index] = sum(values) / len(values)
+                if index < 0 and index * per_step >= -window:
+                    value = hosts[ends][name].get(figure)
+                    if value is not None:
+                        now[figure][name][index] = value
+    found = skill.errors(skill.History(per_step, now, actual), domains, days)
+    forecast = dict(document['forecast'], skill={'hypervisors': {
+        name: {figure: {k: v for k, v in dataclasses.asdict(e).items()
+                        if v is not None} for figure, e in figures.items()}
+        for name, figures in found.items()}})
+    return dict(document, forecast=forecast)
+
+
+def host_figures(document):
+    """{hypervisor: {figure: value}} of a snapshot document."""
+    return {h['name']: {f: (h.get('metrics') or {}).get(f)
+                        for f in ('cpu', 'ram')}
+            for h in document['hypervisors']}
+
+
 def fair_share(servers, threads):
     """The most a vCPU gets on a host: [(cpu asked per vCPU, vCPUs, id)].
 
@@ -367,8 +416,9 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
     with no action, shared between replays of one world; options:
     PlannerOptions fields beyond the defaults and the cooldown;
     lasting_hours: give the snapshots lasting figures over this period;
-    forecast: (days, weight), give them forecast figures: each figure over
-    the next interval at this time on each of the past days.
+    forecast: (days, weight) or (days, weight, measured), give them
+    forecast figures: each figure over the next interval at this time on
+    each of the past days; measured: with the skill the history gives.
     """
     options = opts.PlannerOptions(cooldown_hours=cooldown_hours,
                                   **(options or {}))
@@ -377,6 +427,8 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
     initial = dict(placement)
     history, runs = [], []
     seen = {}  # step -> the document a run read then
+    hosts = {}  # step -> its hypervisors' figures as read then
+    domains = None
     window = int(round(lasting_hours * HOUR / world.step_s))
     per_day = int(round(24 * HOUR / world.step_s))
     kept = max(window, (forecast[0] * per_day if forecast else 0)) + 1
@@ -398,8 +450,9 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
             document = with_lasting(document, lasting_hours,
                                     [seen[j] for j in earlier])
         seen[step] = raw
+        hosts[step] = host_figures(raw)
         if forecast:
-            days, weight = forecast
+            days, weight = forecast[:2]
             # Prometheus' [ahead:] offset (day - ahead): on each past day,
             # the interval after this time of day.
             past = [[j - day * per_day for j in range(
@@ -410,6 +463,17 @@ def replay(world, batch, interval_steps=1, cooldown_hours=6.0, none=None,
                     [seen[j] if j in seen else world.document(j, placement)
                      for j in steps] for steps in past],
                     '%gm' % (interval_steps * world.step_s / 60), weight)
+                if forecast[2:] == (True,):
+                    if domains is None:
+                        domains = {h.name: scoring.domain_of(h)
+                                   for h in world.read(raw, step).hypervisors}
+                    for j in range(step - interval_steps + 1, step):
+                        if j >= 0 and j not in hosts:
+                            hosts[j] = host_figures(
+                                seen[j] if j in seen
+                                else world.document(j, placement))
+                    document = with_skill(document, hosts, step,
+                                          interval_steps, days, domains)
         snap = world.read(document, step)
         built = time.perf_counter()
         plan = planner.make_plan(snap, options)
@@ -602,6 +666,11 @@ def main(argv=None):
                         'checkout only)')
     parser.add_argument('--forecast-weight', type=float, default=0.5,
                         help='prometheus.forecast_weight for them')
+    parser.add_argument('--forecast-skill', action='store_true',
+                        help='the snapshots carry the skill the history '
+                        'gives the forecast, as a live read measures it: '
+                        'the weight is earned per domain, forecast_weight '
+                        'at most (this checkout only)')
     parser.add_argument('--no-steal', action='store_true',
                         help='no CPU steal in the snapshots, as with the '
                         'kumina or vexxhost libvirt exporter')
@@ -640,7 +709,8 @@ def main(argv=None):
                             options=dict(args.option),
                             lasting_hours=args.lasting_hours,
                             forecast=(args.forecast_days,
-                                      args.forecast_weight)
+                                      args.forecast_weight,
+                                      args.forecast_skill)
                             if args.forecast_days else None)
             rows.append({
                 'version': 'this',
@@ -671,7 +741,8 @@ def main(argv=None):
         'options_this': dict(args.option),
         'lasting_hours_this': args.lasting_hours,
         'forecast_this': {'days': args.forecast_days,
-                          'weight': args.forecast_weight}
+                          'weight': args.forecast_weight,
+                          'skill': args.forecast_skill}
         if args.forecast_days else None,
         'steal': world.steal,
         'wall_s': round(time.perf_counter() - started, 1),

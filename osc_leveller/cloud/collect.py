@@ -20,6 +20,7 @@ import json
 import re
 import threading
 import time
+import types
 import urllib.parse
 
 from keystoneauth1 import exceptions as ksa_exc
@@ -33,6 +34,8 @@ from osc_leveller.cloud import glance
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import identity
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import scoring
+from osc_leveller.core import skill
 from osc_leveller.core import snapshot
 
 CollectError = answers.CollectError  # what every read here raises
@@ -562,6 +565,16 @@ class Measuring:
             self._servers.set_exception(CollectError('no servers to join'))
 
 
+def _domains(document):
+    """{hypervisor: balancing domain} of a document's hypervisors, the
+    domains split by CPU model (a plan split by architecture pools them)."""
+    return {h['name']: scoring.domain_of(types.SimpleNamespace(
+        availability_zone=h.get('availability_zone') or '',
+        cpu_model=(h.get('cpu') or {}).get('model') or '',
+        cpu_arch=(h.get('cpu') or {}).get('arch') or ''))
+        for h in document['hypervisors']}
+
+
 def add_metrics(document, reading):
     """Measured load into the document; its Coverage says what falls back."""
     for hyp in document['hypervisors']:
@@ -577,7 +590,13 @@ def add_metrics(document, reading):
         document['guard'] = {'unreachable': reading.unreachable,
                              'hypervisors': {}}
     if reading.forecast_hosts or reading.forecast_servers:
-        document['forecast'] = dataclasses.asdict(reading.forecast)
+        # Without a history (its queries failed: a note says why), no
+        # domain has skill, and the forecast gets no weight.
+        found = skill.errors(reading.history, _domains(document),
+                             reading.forecast.days) \
+            if reading.history is not None else {}
+        document['forecast'] = snapshot.forecast_doc(
+            dataclasses.replace(reading.forecast, skill=found))
     elif reading.forecast:
         days = reading.forecast.days
         reading.notes.append(

@@ -74,6 +74,9 @@ class Reading:
     forecast: object = None
     forecast_hosts: dict = dataclasses.field(default_factory=dict)
     forecast_servers: dict = dataclasses.field(default_factory=dict)
+    # The hypervisors' history the forecast's skill is measured on: a
+    # core.skill.History, None when not read.
+    history: object = None
     # What the guard checks the metrics with: a snapshot's guard section.
     guard: dict = None
     read_at: float = None  # when the first query went out (the epoch)

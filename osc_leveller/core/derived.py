@@ -9,6 +9,7 @@ hypervisor with no server companions, are combined with its own.
 
 import collections
 import dataclasses
+import functools
 
 from osc_leveller.core import model
 from osc_leveller.core import scoring
@@ -18,13 +19,15 @@ NESTED = ('lasting', 'forecast')
 
 def derive(snap, key, combine):
     """The snapshot with every figure that has a `key` companion replaced
-    by combine(now, companion); the companions of that key dropped."""
+    by combine(hypervisor, figure, now, companion), hypervisor the name of
+    the server's or its own; the companions of that key dropped."""
     servers = []
     change = collections.defaultdict(lambda: [0.0, 0.0])  # threads, MiB
     for server in snap.servers:
         usage = server.usage
         if getattr(usage, key) is not None:
-            derived = combined(usage, key, combine)
+            derived = combined(usage, key, functools.partial(
+                combine, server.hypervisor))
             delta = change[server.hypervisor]
             if usage.cpu is not None:
                 delta[0] += (derived.cpu - usage.cpu) * \
@@ -37,7 +40,8 @@ def derive(snap, key, combine):
     hypervisors = []
     for hyp in snap.hypervisors:
         if hyp.metrics is not None:
-            metrics = combined(hyp.metrics, key, combine)
+            metrics = combined(hyp.metrics, key,
+                               functools.partial(combine, hyp.name))
             delta = change.get(hyp.name)
             if delta is not None:
                 metrics = dataclasses.replace(
@@ -52,7 +56,8 @@ def derive(snap, key, combine):
 
 def combined(figures, key, combine):
     """A HostMetrics or ServerUsage with each figure combined with its
-    `key` companion where both are known; that companion dropped."""
+    `key` companion where both are known (combine(figure, now,
+    companion)); that companion dropped."""
     other = getattr(figures, key)
     if other is None:
         return figures
@@ -64,7 +69,7 @@ def combined(figures, key, combine):
             continue
         then = getattr(other, field.name)
         values[field.name] = now if now is None or then is None \
-            else combine(now, then)
+            else combine(field.name, now, then)
     return type(figures)(**values)
 
 

@@ -579,8 +579,9 @@ class _View:
         self.rules = filters.Rules(self.snapshot, planner_options)
         # Checked on the load the plan was made on: the load that lasted
         # and the load to come, when the snapshot has them.
-        self.state = state_mod.new_state(forecast.planned(self.snapshot),
-                                         planner_options.weights)
+        self.state = state_mod.new_state(
+            forecast.planned(self.snapshot, planner_options.by_model),
+            planner_options.weights)
         for move in chosen:
             self.state.apply(move.server_id, move.destination)
         self.rules.kept_state = self.state  # where N+1 is kept, if asked

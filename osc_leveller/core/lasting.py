@@ -23,7 +23,11 @@ def view(snap):
     carries no lasting figures."""
     if not snap.lasting:
         return snap
-    return derived.derive(snap, 'lasting', min)
+    return derived.derive(snap, 'lasting', _lower)
+
+
+def _lower(hypervisor, figure, now, lasted):
+    return min(now, lasted)
 
 
 def momentary(now_stats, lasting_stats, threshold, period):

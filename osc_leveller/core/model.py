@@ -309,11 +309,18 @@ class Migration:
 class Forecast:
     """What the forecast figures of a snapshot are: each figure's average
     over the period that followed this time of day (ahead: '1h'), on each
-    of the days before; weight: its share of the load a plan is made on."""
+    of the days before; weight: its share of the load a plan is made on,
+    or with skill, the most it may have.
+
+    skill: {hypervisor: {figure: skill.Errors}}, how well the forecast
+    did on the cloud's history (core/skill.py); None: not measured (a
+    snapshot of before it was), the weight is the share.
+    """
 
     ahead: str
     days: int
     weight: float
+    skill: types.MappingProxyType = None
 
 
 @dataclasses.dataclass(frozen=True)

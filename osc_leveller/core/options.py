@@ -68,7 +68,10 @@ PlannerOptions = dataclasses.make_dataclass(
         # Reference time for cooldowns; None means the snapshot's taken_at.
         ('now', float, None)],
     frozen=True,
-    namespace={'validate': _validate, '__module__': __name__})
+    namespace={'validate': _validate, '__module__': __name__,
+               # Balancing domains split by CPU model, else architecture.
+               'by_model': property(lambda self: self.cpu_compatibility ==
+                                    config.CPU_MODEL)})
 
 
 def check_weights(weights):

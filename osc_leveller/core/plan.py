@@ -77,16 +77,19 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=BALANCE, held=None, lost=None):
+          kind=BALANCE, held=None, lost=None, forecast=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
     the moves; created: when planning started (seconds since the epoch);
     held: {domain: what keeps it above the threshold with no move};
-    lost: {domain: why it had no N+1 to keep, with keep_n_plus_one}.
+    lost: {domain: why it had no N+1 to keep, with keep_n_plus_one};
+    forecast: {domain: {figure: skill.Skill}}, the forecast's measured
+    skill and the weight it had.
     """
     held = held or {}
     lost = lost or {}
+    forecast = forecast or {}
     return Plan(
         moves=tuple(moves),
         imbalance_before=scoring.pooled_imbalance(before),
@@ -97,7 +100,10 @@ def build(snapshot, options, moves, before, after, created, note='',
                   'moves': sum(1 for m in moves if m.domain == b.domain)},
                  **({'held': held[b.domain]} if b.domain in held else {}),
                  **({'n_plus_one': lost[b.domain]} if b.domain in lost
-                    else {}))
+                    else {}),
+                 **({'forecast': {f: dataclasses.asdict(s) for f, s in
+                                  forecast[b.domain].items()}}
+                    if b.domain in forecast else {}))
             for b, a in zip(before, after)),
         fingerprint=fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,

@@ -34,7 +34,6 @@ move touched is searched again.
 import dataclasses
 import time
 
-from osc_leveller.core import config
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import held
@@ -57,8 +56,9 @@ class Planner:
         held()): nothing is planned there."""
         self.guarded = dict(held or {})
         self.measured = snapshot
-        snapshot = self.snapshot = forecast.planned(snapshot)
         self.options = options.validate()
+        self.by_model = options.by_model
+        snapshot = self.snapshot = forecast.planned(snapshot, self.by_model)
         self.state = state_mod.new_state(snapshot, options.weights)
         self.model = self.state.load_model
         self.rules = filters.Rules(snapshot, options)
@@ -67,7 +67,6 @@ class Planner:
                                         self.options)
         self.exchanges = 0
         # Classify: the usable hypervisors in scope, and their domains.
-        self.by_model = options.cpu_compatibility == config.CPU_MODEL
         self.scope = [h.name for h in snapshot.hypervisors
                       if h.usable and filters.in_scope(h, self.options)]
         self.domain_of = {
@@ -131,7 +130,9 @@ class Planner:
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
                               note=self._note(before, above, moves),
-                              held=held_back, lost=self._lost(groups))
+                              held=held_back, lost=self._lost(groups),
+                              forecast=forecast.skills(self.measured,
+                                                       self.by_model))
 
     def _lost(self, groups):
         """{domain: why}: the domains in scope that had no N+1 to keep
@@ -149,7 +150,7 @@ class Planner:
         now = self.stats(state_mod.new_state(self.measured,
                                              self.options.weights))
         return forecast.held(now, before, self.options.threshold,
-                             self.measured)
+                             self.measured, self.by_model)
 
     def target(self):
         """The imbalance a domain above the threshold is brought down to."""

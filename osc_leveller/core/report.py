@@ -9,7 +9,6 @@ current state (``score --report``) has no after. v1/report.py renders it.
 
 import dataclasses
 
-from osc_leveller.core import config
 from osc_leveller.core import filters
 from osc_leveller.core import forecast
 from osc_leveller.core import planner
@@ -75,12 +74,12 @@ class Report:
 
 def of_plan(snapshot, plan, options):
     """The report of plan, made on snapshot with options (PlannerOptions)."""
-    planned = forecast.planned(snapshot)  # the load the planner planned on
+    by_model = options.by_model
+    planned = forecast.planned(snapshot, by_model)  # what was planned on
     before = state_mod.new_state(planned, options.weights)
     after = before.copy()
     for move in plan.moves:
         after.apply(move.server_id, move.destination)
-    by_model = options.cpu_compatibility == config.CPU_MODEL
     members = _members(planned, by_model,
                        lambda h: filters.in_scope(h, options))
     means = (_means(before, members), _means(after, members))

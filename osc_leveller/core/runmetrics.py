@@ -20,8 +20,8 @@ import dataclasses
 import math
 import re
 
-from osc_leveller.core import config
 from osc_leveller.core import executor
+from osc_leveller.core import forecast
 from osc_leveller.core import guard
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import scoring
@@ -132,6 +132,14 @@ class Record:
         self.snapshot, self.options = snapshot, options
         self.hosts = None if hosts is None else tuple(hosts)
 
+    def forecast(self):
+        """[(domain, {figure: skill.Skill})] of the forecast the run's
+        first read measured, or []."""
+        if self.snapshot is None:
+            return []
+        return sorted((forecast.skills(self.snapshot, self.options.by_model)
+                       or {}).items())
+
     def imbalance(self):
         """[(domain, before, after)], or [] before the cloud was read."""
         if self.snapshot is None:
@@ -146,7 +154,7 @@ def imbalance(snapshot, options, done, hosts=None):
     the usable hypervisors), after: with the moves done applied to the
     first read (scored as score and plan score, without the forecast)."""
     state = state_mod.new_state(snapshot, options.weights)
-    by_model = options.cpu_compatibility == config.CPU_MODEL
+    by_model = options.by_model
     usable = [h.name for h in snapshot.hypervisors if h.usable] \
         if hosts is None else [h for h in hosts if snapshot.hypervisor(h)]
     domains = {name: scoring.domain_of(snapshot.hypervisor(name), by_model)
@@ -211,7 +219,23 @@ def exposition(record, exit_code, now, last_success):
          'done',
          [(dict(command, domain=d), a) for d, _, a in domains]),
     ]
+    skills = record.forecast()
     families += [
+        ('last_run_forecast_weight',
+         'The forecast\'s weight in the load the last run planned on, per '
+         'balancing domain and figure, as its history earned it '
+         '(prometheus.forecast_days)',
+         [(dict(command, domain=d, figure=f), s.weight)
+          for d, figures in skills for f, s in figures.items()]),
+        ('last_run_forecast_error',
+         'Root mean square error of each predictor of the period ahead on '
+         'the domain\'s history, from the domain\'s mean: now, the '
+         'forecast (ahead), the load that lasted, and the blend used',
+         [(dict(command, domain=d, figure=f, predictor=p), value)
+          for d, figures in skills for f, s in figures.items()
+          for p, value in (('now', s.now), ('ahead', s.ahead),
+                           ('lasting', s.lasting), ('blend', s.blend))
+          if value is not None]),
         ('last_run_implausible_metrics',
          'Balancing domains whose metrics the last run found implausible, '
          'by the check that found it (apply: no move planned there; '

@@ -21,8 +21,8 @@ skill is the sum of its hypervisors', whatever the domains are when the
 plan is made. The blend (1 - w) x now + w x ahead has the squared error
 (1 - w)^2 now + 2w(1 - w) cross + w^2 ahead: its least is at
 w = (now - cross) / (now + ahead - 2 cross). The weight used is that, at
-most the forecast_weight setting, and 0 unless the forecast alone beats
-now: a forecast with no skill gets no weight.
+most the forecast_weight setting: a forecast that adds nothing to now
+(w <= 0) gets none.
 """
 
 import collections
@@ -58,8 +58,8 @@ class Errors:
     lasting: float = None
 
     def __add__(self, other):
-        lasting = None if self.lasting is None or other.lasting is None \
-            else self.lasting + other.lasting
+        lasting = None if self.lasting is None and other.lasting is None \
+            else (self.lasting or 0.0) + (other.lasting or 0.0)
         return Errors(self.points + other.points, self.now + other.now,
                       self.ahead + other.ahead, self.cross + other.cross,
                       lasting)
@@ -88,6 +88,8 @@ class Skill:
             figure.upper(), self.ahead, self.now)
         if self.lasting is not None:
             text += ' (%.3f for the load that lasted)' % self.lasting
+        if self.weight:
+            text += ', %.3f blended' % self.blend
         text += '; weight %s' % _percent(self.weight)
         if self.why:
             text += ' (%s)' % self.why
@@ -193,7 +195,7 @@ def skill(errors_of, limit):
     why = ''
     if steps < MIN_POINTS:
         why = 'only %d steps of history, %d needed' % (steps, MIN_POINTS)
-    elif total.ahead >= total.now:
+    elif earned <= 0:
         why = 'no better than now'
     weight = 0.0 if why else min(earned, limit)
     blend = ((1 - weight) ** 2 * total.now + 2 * weight * (1 - weight) *

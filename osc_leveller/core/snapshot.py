@@ -20,6 +20,7 @@ import orjson
 from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import model
+from osc_leveller.core import skill as skill_mod
 from osc_leveller.core import validation
 from osc_leveller.core import watcher_cluster
 
@@ -214,10 +215,53 @@ def _build(doc):
         taken_at=parse_time(doc['taken_at'], 'taken_at'),
         source=model.frozen_mapping(doc.get('source')),
         lasting=doc.get('lasting') or '',
-        forecast=model.Forecast(**doc['forecast']) if doc.get('forecast')
+        forecast=_forecast(doc['forecast'], names) if doc.get('forecast')
         else None,
         guard=_guard(doc['guard'], names) if doc.get('guard') else None,
     )
+
+
+def _forecast(data, names):
+    """model.Forecast of a document's forecast section. Its skill's sums
+    are checked beyond the schema: each squared error of a figure in 0..1,
+    taken from its domain's mean, is at most 4, and no sum of products is
+    larger than its squares allow (Cauchy-Schwarz)."""
+    found = None
+    if 'skill' in data:
+        found = {}
+        for name, figures in data['skill']['hypervisors'].items():
+            where = 'forecast.skill.hypervisors.%s' % name
+            if name not in names:
+                raise validation.ValidationError(where, 'unknown hypervisor')
+            found[name] = {}
+            for figure, raw in figures.items():
+                sums = skill_mod.Errors(**raw)
+                squares = [sums.now, sums.ahead] + (
+                    [sums.lasting] if sums.lasting is not None else [])
+                if max(squares) > 4 * sums.points * (1 + 1e-9) or \
+                        sums.cross ** 2 > sums.now * sums.ahead * (
+                            1 + 1e-9) + 1e-12:
+                    raise validation.ValidationError(
+                        '%s.%s' % (where, figure), 'sums of squared errors '
+                        'that no %d steps can give' % sums.points)
+                found[name][figure] = sums
+    return model.Forecast(
+        data['ahead'], data['days'], data['weight'],
+        None if found is None else model.frozen_mapping(
+            {n: model.frozen_mapping(f) for n, f in found.items()}))
+
+
+def forecast_doc(forecast):
+    """The forecast section of a document, from a model.Forecast."""
+    doc = {'ahead': forecast.ahead, 'days': forecast.days,
+           'weight': forecast.weight}
+    if forecast.skill is not None:
+        doc['skill'] = {'hypervisors': {
+            name: {figure: {k: v for k, v in dataclasses.asdict(e).items()
+                            if v is not None}
+                   for figure, e in figures.items()}
+            for name, figures in forecast.skill.items()}}
+    return doc
 
 
 def _guard(data, names):
@@ -486,7 +530,7 @@ def to_document(snap):
     if snap.lasting:
         doc['lasting'] = snap.lasting
     if snap.forecast:
-        doc['forecast'] = dataclasses.asdict(snap.forecast)
+        doc['forecast'] = forecast_doc(snap.forecast)
     if snap.guard:
         doc['guard'] = guard_doc(snap.guard)
     recorded = images_of(snap)

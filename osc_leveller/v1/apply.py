@@ -82,6 +82,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         if plan is not None:
             _check_cloud(parsed_args.plan_file, plan, snapshot, say)
         options = common.planner_options(snapshot, effective, self.app)
+        common.say_forecast(say, snapshot, options)
         self.record.read(snapshot, options)
         journal('start', plan_file=parsed_args.plan_file,
                 dry_run=parsed_args.dry_run, batch=effective['apply.batch'],

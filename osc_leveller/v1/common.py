@@ -16,6 +16,7 @@ from osc_leveller.cloud import measure
 from osc_leveller.core import config
 from osc_leveller.core import errors
 from osc_leveller.core import filters
+from osc_leveller.core import forecast
 from osc_leveller.core import files
 from osc_leveller.core import guard
 from osc_leveller.core import options as core_options
@@ -357,6 +358,14 @@ class StderrWriter:
         """One line: names in it from the cloud are made printable."""
         if self.stream is not None:
             self.stream.write(printable(text.rstrip('\n')) + '\n')
+
+
+def say_forecast(say, snapshot, options, domains=None):
+    """A line per domain (of domains, or all) on how the forecast did on
+    its history and the weight it has."""
+    for domain, line in forecast.lines(snapshot, options.by_model):
+        if domains is None or domain in domains:
+            say(line)
 
 
 def say_held(say, plan, only=None):

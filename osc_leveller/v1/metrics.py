@@ -3,6 +3,8 @@
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from osc_leveller.core import options as core_options
+from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import common
 
 COLUMNS = ('Hypervisor', 'Matched By', 'Load From', 'Why', 'Pressure',
@@ -59,11 +61,14 @@ class MetricsCheck(command.Lister):
                 'no Prometheus to check: set leveller: prometheus: url in '
                 'clouds.yaml, or give --prometheus-url')
         collector = common.collector(self.app, effective)
-        collector.collect()
+        document = collector.collect()
         found = collector.coverage
         say = common.StderrWriter(self.app)
         for line in _lines(found):
             say(line)
+        if 'forecast' in document:
+            common.say_forecast(say, snapshot_io.parse(document),
+                                core_options.from_settings(effective))
         shares = {'hypervisors': (found.hosts_measured, len(found.rows)),
                   'running servers': (found.matched, found.servers)}
         for what, (part, whole) in shares.items():

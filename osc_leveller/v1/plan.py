@@ -10,6 +10,7 @@ from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import report as report_data
+from osc_leveller.core import scoring
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -95,6 +96,7 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             outputs.write(self.app, output, plan_mod.dumps(plan),
                           plan_mod.WHAT, follow)
         say(_summary(plan, elapsed, output))
+        common.say_forecast(say, snapshot, options)
         common.say_held(say, plan)
         if report_file is not None:
             outputs.write(self.app, report_file, report.render(
@@ -116,6 +118,8 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         say('%s (%s) on %s: %s' % (
             server.label, server.id, server.hypervisor,
             'cannot move: ' + refusal if refusal else 'may move'))
+        common.say_forecast(say, snapshot, options, {scoring.domain_of(
+            snapshot.hypervisor(server.hypervisor), options.by_model)})
         return EXPLAIN_COLUMNS, [
             (name, domain, columns.ScoreColumn(score), verdict, reason)
             for name, domain, score, verdict, reason in rows]

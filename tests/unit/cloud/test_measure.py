@@ -716,8 +716,9 @@ class TestForecast(unittest.TestCase):
         document = {'source': {}, 'hypervisors': [
             {'name': n} for n in NAMES], 'servers': [{'id': 's1'}]}
         collect.add_metrics(document, reading)
-        self.assertEqual({'ahead': '1h', 'days': 2, 'weight': 0.5},
-                         document['forecast'])
+        # No history read: no domain has skill, so no weight.
+        self.assertEqual({'ahead': '1h', 'days': 2, 'weight': 0.5,
+                          'skill': {'hypervisors': {}}}, document['forecast'])
         self.assertEqual({'cpu': .2, 'forecast': {'cpu': .8}},
                          document['servers'][0]['usage'])
         self.assertNotIn('note', document['source'])

@@ -1,7 +1,9 @@
+import json
 import unittest
 
 from osc_leveller.core import forecast
 from osc_leveller.core import options as opts
+from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
@@ -98,3 +100,132 @@ class TestPlanning(unittest.TestCase):
         self.assertRegex(domain['held'], r'^imbalance 0\.\d+ now but 0\.\d+ on the load '
                          r'to come \(now blended 100 % with the 1h ahead on '
                          r'the last 7 days\): left alone$')
+
+
+def measured(doc, cpu, ram=None, points=24, hosts=('hv1', 'hv2', 'hv3')):
+    """doc with the forecast's skill: each hypervisor's sums (now, ahead,
+    cross) for CPU, and for RAM (default: the same)."""
+    def sums(figures):
+        now, ahead, cross = figures
+        return {'points': points, 'now': now, 'ahead': ahead,
+                'cross': cross}
+    doc['forecast']['skill'] = {'hypervisors': {
+        h: {'cpu': sums(cpu), 'ram': sums(ram or cpu)} for h in hosts}}
+    return doc
+
+
+class TestEarnedWeight(unittest.TestCase):
+    def test_a_forecast_with_skill_gets_its_weight(self):
+        # Errors of now 1.0, of the forecast 0.1, uncorrelated: the least
+        # error is at w = 1 / 1.1, bounded by forecast_weight 0.5.
+        snap = snapshot_io.parse(measured(office_world(), (1.0, 0.1, 0.0)))
+        found = forecast.skills(snap)['az1/Gen1']['cpu']
+        self.assertAlmostEqual(0.9091, found.earned)
+        self.assertEqual(0.5, found.weight)
+        viewed = forecast.view(snap)
+        self.assertAlmostEqual(0.55, viewed.find_server('office').usage.cpu)
+        self.assertAlmostEqual(0.8, viewed.hypervisor('hv1').metrics.cpu)
+
+    def test_a_forecast_without_skill_gets_none(self):
+        doc = measured(office_world(weight=1.0), (0.1, 1.0, 0.2))
+        viewed = forecast.view(snapshot_io.parse(doc))
+        self.assertAlmostEqual(0.2, viewed.find_server('office').usage.cpu)
+        self.assertAlmostEqual(0.45, viewed.hypervisor('hv1').metrics.cpu)
+        self.assertIsNone(viewed.find_server('office').usage.forecast)
+        # ... and so no plan: the office hours to come are not believed.
+        self.assertEqual((), planner.make_plan(
+            snapshot_io.parse(doc), opts.PlannerOptions()).moves)
+
+    def test_cpu_and_ram_each_earn_their_own(self):
+        doc = measured(office_world(weight=1.0), (1.0, 0.1, 0.0),
+                       ram=(0.1, 1.0, 0.2))
+        doc['servers'][0]['usage']['forecast']['ram'] = 0.9
+        viewed = forecast.view(snapshot_io.parse(doc))
+        usage = viewed.find_server('office').usage
+        self.assertAlmostEqual(0.2 + 0.7 / 1.1, usage.cpu, places=3)
+        self.assertAlmostEqual(0.5, usage.ram)
+
+    def test_each_domain_its_own(self):
+        # hv3 alone in az2: no history of its domain, no weight there.
+        doc = measured(office_world(weight=1.0), (1.0, 0.1, 0.0),
+                       hosts=('hv1', 'hv2'))
+        doc['hypervisors'][2]['availability_zone'] = 'az2'
+        doc['hypervisors'][2]['metrics']['forecast'] = {'cpu': 0.9,
+                                                        'ram': 0.2}
+        snap = snapshot_io.parse(doc)
+        skills = forecast.skills(snap)
+        self.assertEqual({'az1/Gen1', 'az2/Gen1'}, set(skills))
+        self.assertEqual('no history to measure the forecast on',
+                         skills['az2/Gen1']['cpu'].why)
+        viewed = forecast.view(snap)
+        self.assertAlmostEqual(0.4, viewed.hypervisor('hv3').metrics.cpu)
+        # Its own: 0.4 now, 0.1 ahead, at 1 / 1.1.
+        self.assertAlmostEqual(0.14 / 1.1,
+                               viewed.hypervisor('hv2').metrics.cpu, 4)
+
+    def test_the_plan_says_what_it_was(self):
+        doc = measured(office_world(), (1.0, 0.1, 0.0))
+        snap = snapshot_io.parse(doc)
+        plan = planner.make_plan(snap, opts.PlannerOptions())
+        [domain] = plan.domains
+        self.assertEqual(0.5, domain['forecast']['cpu']['weight'])
+        self.assertEqual(72, domain['forecast']['cpu']['points'])
+        self.assertEqual(24, domain['forecast']['cpu']['steps'])
+        again = plan_mod.from_document(
+            json.loads(plan_mod.dumps(plan)), strict=True)
+        self.assertEqual(plan.domains, again.domains)
+        [(name, line)] = forecast.lines(snap)
+        self.assertEqual('az1/Gen1', name)
+        self.assertEqual(
+            'Forecast: az1/Gen1: CPU error 0.065 against 0.204 for now, '
+            '0.107 blended; weight 0.50 (earned 0.91, bounded by '
+            'forecast_weight); RAM error 0.065 against 0.204 for now, 0.107 '
+            'blended; weight 0.50 (earned 0.91, bounded by forecast_weight)',
+            line)
+
+    def test_held_says_the_weights_earned(self):
+        doc = measured(office_world(weight=1.0), (1.0, 0.1, 0.0))
+        doc['hypervisors'][0]['metrics']['cpu'] = 1.0
+        doc['hypervisors'][1]['metrics']['forecast']['cpu'] = 0.4
+        doc['servers'][0]['usage'].update(
+            cpu=0.9, forecast={'cpu': 0.3, 'ram': 0.5})
+        plan = planner.make_plan(snapshot_io.parse(doc),
+                                 opts.PlannerOptions())
+        [domain] = plan.domains
+        self.assertIn('(now blended with the 1h ahead on the last 7 days, '
+                      'weights earned on its history: CPU 90.91 %, RAM '
+                      '90.91 %)', domain['held'])
+
+    def test_round_trip(self):
+        doc = measured(office_world(), (1.0, 0.1, -0.2))
+        doc['forecast']['skill']['hypervisors']['hv1']['cpu'][
+            'lasting'] = 0.5
+        snap = snapshot_io.parse(doc)
+        again = snapshot_io.to_document(snap)
+        self.assertEqual(doc['forecast'], again['forecast'])
+        self.assertEqual(snap, snapshot_io.parse(again))
+
+    def test_sums_that_cannot_be(self):
+        for sums, why in (
+                ((1.0, 0.1, 0.5), 'sums of squared errors that no 24 '
+                 'steps can give'),
+                ((97.0, 0.1, 0.0), 'sums of squared errors that no 24 '
+                 'steps can give')):
+            doc = measured(office_world(), sums)
+            with self.assertRaises(snapshot_io.SnapshotError) as caught:
+                snapshot_io.parse(doc)
+            self.assertIn(why, str(caught.exception))
+        doc = measured(office_world(), (1.0, 0.1, 0.0))
+        doc['forecast']['skill']['hypervisors']['hv9'] = {}
+        with self.assertRaises(snapshot_io.SnapshotError) as caught:
+            snapshot_io.parse(doc)
+        self.assertIn('forecast.skill.hypervisors.hv9', str(caught.exception))
+        for bad in ({'points': 0, 'now': 0, 'ahead': 0, 'cross': 0},
+                    {'points': 3, 'now': -1, 'ahead': 0, 'cross': 0},
+                    {'points': 3, 'now': 1, 'ahead': 1},
+                    {'points': 3, 'now': 1, 'ahead': 1, 'cross': 0,
+                     'spare': 1}):
+            doc = measured(office_world(), (1.0, 0.1, 0.0))
+            doc['forecast']['skill']['hypervisors']['hv1']['cpu'] = bad
+            with self.assertRaises(snapshot_io.SnapshotError):
+                snapshot_io.parse(doc)
