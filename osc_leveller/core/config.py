@@ -334,7 +334,10 @@ KEYS = (
         help='The period ahead a forecast covers: how often cron runs '
              'apply (a Prometheus duration)'),
     Key('prometheus.forecast_weight', FLOAT, 0.5, minimum=0, maximum=1,
-        help='Share of the forecast in the load a plan is made on'),
+        help='The most the forecast may weigh in the load a plan is made '
+             'on: each domain\'s weight, for CPU and for RAM, is the one '
+             'that predicted the period ahead best on the cloud\'s own '
+             'history, 0 where the forecast adds nothing to now'),
     Key('prometheus.host_match', LIST, HOST_MATCH, choices=HOST_MATCH,
         help='How a node_exporter target is matched to a hypervisor, tried '
              'in this order: host_label, instance as a host name, instance '
