@@ -12,8 +12,10 @@ from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import runmetrics
+from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 from tests.unit.core import test_executor
+from tests.unit.core import test_forecast
 
 NOW = 1_800_000_000.0
 
@@ -208,3 +210,40 @@ class TestImbalance(unittest.TestCase):
         (_, before, after), = runmetrics.imbalance(snapshot, options,
                                                    plan.moves)
         self.assertLess(after, before)
+
+
+class TestForecast(unittest.TestCase):
+    def test_the_weight_and_errors_of_each_domain(self):
+        doc = test_forecast.measured(test_forecast.office_world(),
+                                     (1.0, 0.1, 0.0), ram=(0.1, 1.0, 0.2))
+        record = runmetrics.Record('apply', NOW - 10)
+        record.read(snapshot_io.parse(doc), opts.PlannerOptions())
+        got = samples(runmetrics.exposition(record, 0, NOW, None))
+        p = runmetrics.PREFIX
+
+        def labels(**more):
+            return frozenset(dict(command='apply', domain='az1/Gen1',
+                                  **more).items())
+        self.assertEqual(0.5, got[p + 'last_run_forecast_weight',
+                                  labels(figure='cpu')])
+        self.assertEqual(0, got[p + 'last_run_forecast_weight',
+                                labels(figure='ram')])
+        # 3 hypervisors of 24 steps with sums 1.0 and 0.1 each: sqrt(3 /
+        # 72) and sqrt(0.3 / 72).
+        self.assertAlmostEqual(0.2041, got[
+            p + 'last_run_forecast_error',
+            labels(figure='cpu', predictor='now')])
+        self.assertAlmostEqual(0.0645, got[
+            p + 'last_run_forecast_error',
+            labels(figure='cpu', predictor='ahead')])
+        self.assertIn((p + 'last_run_forecast_error',
+                       labels(figure='ram', predictor='blend')), got)
+        self.assertNotIn((p + 'last_run_forecast_error',
+                          labels(figure='ram', predictor='lasting')), got)
+
+    def test_none_without_a_measured_forecast(self):
+        record = runmetrics.Record('apply', NOW - 10)
+        record.read(snapshot_io.parse(test_forecast.office_world()),
+                    opts.PlannerOptions())
+        text = runmetrics.exposition(record, 0, NOW, None)
+        self.assertNotIn('forecast_weight{', text)
