@@ -32,6 +32,7 @@ from tests.unit.core import test_drain
 from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_runmetrics
 from tests.unit.core import test_executor
+from tests.unit.core import test_forecast
 from tests.unit.core import test_guard
 from tests.unit.core import test_planner
 from tests.unit.v1 import test_run_lock
@@ -203,6 +204,28 @@ class TestScore(CommandTest):
         self.assertIn('Held: az1/Gen1 (imbalance ', self.app.stderr.getvalue())
         self.assertIn('MEMORY_MB full refuses 14 of the 14 moves',
                       self.app.stderr.getvalue())
+
+    def test_plan_and_explain_say_what_the_forecast_earned(self):
+        doc = test_forecast.measured(test_forecast.office_world(),
+                                     (1.0, 0.1, 0.0), ram=(0.1, 1.0, 0.2))
+        path = self.write('s.json', doc)
+        out = self.write('p.json', {})
+        _, moves = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', path, '--output-file', out])
+        self.assertTrue(moves)
+        line = ('Forecast: az1/Gen1: CPU error 0.065 against 0.204 for now, '
+                '0.107 blended; weight 0.50 (earned 0.91, bounded by '
+                'forecast_weight); RAM error 0.204 against 0.065 for now; '
+                'weight 0 (no better than now)')
+        self.assertIn(line, self.app.stderr.getvalue().splitlines())
+        with open(out) as saved:
+            [domain] = json.load(saved)['imbalance']['domains']
+        self.assertEqual((0.5, 0.0), (domain['forecast']['cpu']['weight'],
+                                      domain['forecast']['ram']['weight']))
+        self.app.stderr = io.StringIO()
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', path, '--explain',
+                                         'office'])
+        self.assertIn(line, self.app.stderr.getvalue().splitlines())
 
     def test_live_cloud_notes_are_shown(self):
         hyps, servers = b.three_hosts()
