@@ -1,0 +1,123 @@
+"""The forecast on both kinds of load: the cron replay of
+benchmarks/cron_replay.py, side by side in one run, for each mix of load
+shapes (benchmarks/series.py) and each setting:
+
+- ``defaults``: no forecast, the default target;
+- ``fixed 0.7``: the forecast of the last 7 days at weight 0.7 everywhere,
+  ``target: 0.035`` (what the user guide recommended before the weight was
+  earned; a snapshot without skill plans so);
+- ``earned``: the same settings, the weight earned per domain and figure
+  on the history (core/skill.py), forecast_weight 0.7 its most.
+
+Each replay runs cron's ``apply --batch B`` every hour over nine days of
+series from a levelled cloud; the figures are of the last two days (from
+hour 168, once the week of history the forecast needs is there): moves,
+GiB copied, the mean imbalance over the next hour against no action, the
+hours where it was worse than no action, and flip-flops.
+
+    python benchmarks/forecast_replay.py --mix daily --mix bursty \\
+        --mix mixed --json benchmarks/results/forecast_replay.json
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from benchmarks import cron_replay  # noqa: E402
+from benchmarks import generate  # noqa: E402
+from benchmarks import series as series_mod  # noqa: E402
+
+TARGET = {'target': 0.035}
+# (name, PlannerOptions fields, forecast for cron_replay.replay)
+SETTINGS = (('defaults', {}, None),
+            ('fixed 0.7', TARGET, (7, 0.7)),
+            ('earned', TARGET, (7, 0.7, True)))
+
+
+def run(mix, args, settings=SETTINGS, progress=None):
+    """{'mix', 'domains', 'rows': [{'setting', 'summary', 'wall_s'}]}."""
+    cluster = generate.generate(args.hosts, args.servers, args.seed)
+    series = series_mod.series(cluster, args.hours, 60, args.seed, mix=mix)
+    world = cron_replay.World(cluster, series)
+    world = cron_replay.World(cron_replay.levelled(world, args.cooldown),
+                              series)
+    settled = int(round(args.settled_hours))
+    none, rows = {}, []
+    for name, options, forecast in settings:
+        began = time.perf_counter()
+        result = cron_replay.replay(world, args.batch, 1, args.cooldown,
+                                    none, options=options, forecast=forecast)
+        rows.append({'setting': name, 'options': options,
+                     'forecast': forecast,
+                     'wall_s': round(time.perf_counter() - began, 1),
+                     'summary': cron_replay.summary(result, world, settled)})
+        if progress:
+            progress(mix, rows[-1])
+    return {'mix': mix, 'domains': series.get('domains'), 'rows': rows}
+
+
+def table(results):
+    lines = ['| mix | setting | moves | GiB | imbalance an hour later: no '
+             'action / leveller | hours worse than no action | flip-flops '
+             '| runs moving: next hour worse than not moving |',
+             '|---|---|---|---|---|---|---|---|']
+    for result in results:
+        for row in result['rows']:
+            s = row['summary']
+            lines.append('| %s | %s | %d | %s | %.4f / %.4f | %d | %d | %d |'
+                         % (result['mix'], row['setting'], s['moves'],
+                            format(s['gib'], ',.0f'), s['imbalance_none_mean'],
+                            s['imbalance_leveller_mean'], s['worse'],
+                            s['flip_flops'], s['runs_next_worse']))
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--hosts', type=int, default=80)
+    parser.add_argument('--servers', type=int, default=3200)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--hours', type=float, default=216)
+    parser.add_argument('--settled-hours', type=float, default=168)
+    parser.add_argument('--batch', type=cron_replay.batch_arg, default=5)
+    parser.add_argument('--cooldown', type=float, default=6.0)
+    parser.add_argument('--mix', action='append',
+                        choices=series_mod.MIX_NAMES)
+    parser.add_argument('--json', metavar='FILE')
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+
+    def say(mix, row):
+        s = row['summary']
+        print('%s, %s: %d moves, imbalance %.4f (no action %.4f), %.0f s' % (
+            mix, row['setting'], s['moves'], s['imbalance_leveller_mean'],
+            s['imbalance_none_mean'], row['wall_s']), file=sys.stderr,
+            flush=True)
+    results = [run(mix, args, progress=say)
+               for mix in args.mix or ('daily', 'bursty', 'mixed')]
+    print(table(results))
+    if args.json:
+        with open(args.json, 'w') as stream:
+            json.dump({
+                'date': datetime.datetime.now(
+                    datetime.timezone.utc).strftime('%Y-%m-%d'),
+                'python': platform.python_version(),
+                'cores': os.cpu_count(),
+                'cluster': {'hosts': args.hosts, 'servers': args.servers,
+                            'seed': args.seed},
+                'hours': args.hours, 'settled_hours': args.settled_hours,
+                'batch': args.batch, 'cooldown_hours': args.cooldown,
+                'wall_s': round(time.perf_counter() - started, 1),
+                'results': results}, stream, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
