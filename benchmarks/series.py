@@ -353,7 +353,8 @@ def errors(cluster, made, days=7, weight=0.7, domains=None):
     step's value, of the mean of the next step's time on each of the days
     before, and of weight times that plus 1 - weight times this step's;
     'domain_std': the std of hypervisor CPU per domain of two or more,
-    averaged over the domains and steps; 'steps': the steps predicted}.
+    averaged over the domains and steps (None: no such domain); 'steps':
+    the steps predicted}.
 
     Hypervisor CPU is its servers' demand over its threads, capped at 1
     as node_exporter shows it; domains: only the hypervisors of these.
@@ -388,9 +389,11 @@ def errors(cluster, made, days=7, weight=0.7, domains=None):
     spread = [statistics.pstdev(cpu[h][i] for h in hosts)
               for hosts in members.values() if len(hosts) > 1
               for i in range(first, made['steps'])]
+    if not cpu:
+        raise ValueError('no hypervisor in %s' % ', '.join(domains))
     result = {k: round(statistics.mean(v), 4) for k, v in misses.items()}
-    result.update(domain_std=round(statistics.mean(spread), 4),
-                  steps=made['steps'] - first)
+    result.update(domain_std=round(statistics.mean(spread), 4)
+                  if spread else None, steps=made['steps'] - first)
     return result
 
 
@@ -448,14 +451,16 @@ def error_table(cluster, hours, step_minutes, seed, start, days, weight):
         made = series(cluster, hours, step_minutes, seed, start, mix)
         rows = [(mix, None)]
         if mix == MIXED:
-            rows += [('%s: %s domains' % (mix, kind),
-                      [d for d, k in made['domains'].items() if k == kind])
-                     for kind in (DAILY, BURSTY)]
+            for kind in (DAILY, BURSTY):
+                domains = [d for d, k in made['domains'].items() if k == kind]
+                if domains:
+                    rows.append(('%s: %s domains' % (mix, kind), domains))
         for name, domains in rows:
             got = errors(cluster, made, days, weight, domains)
-            lines.append('| %s | %.3f | %.3f | %.3f | %.3f |' % (
+            lines.append('| %s | %.3f | %.3f | %.3f | %s |' % (
                 name, got['persistence'], got['same_hour'], got['blend'],
-                got['domain_std']))
+                '-' if got['domain_std'] is None else
+                '%.3f' % got['domain_std']))
     return '\n'.join(lines)
 
 
