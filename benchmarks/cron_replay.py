@@ -1,5 +1,6 @@
 """Cron running ``openstack leveller apply --batch B`` every interval,
-replayed over the load series of benchmarks/series.py.
+replayed over the load series of benchmarks/series.py (--mix: their
+shapes, classic by default; daily, bursty, or mixed by domain).
 
 At each run the replay builds the snapshot the live commands would see, as
 a snapshot document (``osc-leveller-snapshot/1``) read by core/snapshot.py
@@ -636,6 +637,9 @@ def main(argv=None):
     parser.add_argument('--hours', type=float, default=48)
     parser.add_argument('--step-minutes', type=float, default=60,
                         help='of the series')
+    parser.add_argument('--mix', choices=series_mod.MIX_NAMES,
+                        default=series_mod.CLASSIC,
+                        help='the load shapes of the series (series.py)')
     parser.add_argument('--interval-minutes', type=float, action='append',
                         help='between cron runs, a multiple of the step; '
                         'repeat for rows (default: the step)')
@@ -689,9 +693,11 @@ def main(argv=None):
     else:
         cluster = generate.generate(args.hosts, args.servers, args.seed)
     series = series_mod.series(cluster, args.hours, args.step_minutes,
-                               args.seed)
+                               args.seed, mix=args.mix)
     world = World(cluster, series, not args.no_steal)
     if args.levelled:
+        # Its moves stay in their domains, so --previous, which draws the
+        # series again from this placement, draws the same mixed ones.
         cluster = levelled(world, args.cooldown)
         world = World(cluster, series, not args.no_steal)
     previous = _previous(args, cluster) if args.previous else []
@@ -734,7 +740,7 @@ def main(argv=None):
         'hypervisors': len(cluster['hypervisors']),
         'series': {'start': series['start'], 'hours': args.hours,
                    'step_minutes': args.step_minutes, 'seed': args.seed,
-                   'shapes': dict(sorted(shapes.items()))},
+                   'mix': args.mix, 'shapes': dict(sorted(shapes.items()))},
         'cooldown_hours': args.cooldown,
         'settled_hours': args.settled_hours,
         'options': 'PlannerOptions() defaults, cooldown as above',
@@ -747,6 +753,8 @@ def main(argv=None):
         'steal': world.steal,
         'wall_s': round(time.perf_counter() - started, 1),
         'rows': previous + rows}
+    if 'domains' in series:  # mixed: which mix each domain drew from
+        result['series']['domains'] = series['domains']
     print(table(result['rows'], 'summary'))
     print('\nFrom hour %g on:\n' % args.settled_hours)
     print(table(result['rows'], 'settled'))
@@ -785,6 +793,8 @@ def _previous(args, cluster):
             argv += ['--interval-minutes', str(interval)]
         if args.no_steal:
             argv.append('--no-steal')
+        if args.mix != series_mod.CLASSIC:
+            argv += ['--mix', args.mix]
         for batch in args.batch or (1, None):
             argv += ['--batch', ALL if batch is None else str(batch)]
         env = dict(os.environ,

@@ -2,7 +2,12 @@
 snapshot a cron run sees, cooldowns kept, churn counted, imbalance
 measured on the load the moves live in."""
 
+import contextlib
 import copy
+import io
+import json
+import os
+import tempfile
 import types
 import unittest
 
@@ -206,3 +211,42 @@ class TestReplay(unittest.TestCase):
         self.assertEqual(8, later['runs'])
         self.assertEqual(sum(r['moves'] for r in result.runs[8:]),
                          later['moves'])
+
+
+class TestMix(unittest.TestCase):
+
+    def replay(self, *argv):
+        """The JSON of cron_replay.py run with argv on a small cluster."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, 'replay.json')
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                cron_replay.main(['--hosts', '8', '--servers', '200',
+                                  '--seed', '1', '--settled-hours', '1',
+                                  '--batch', '1', '--json', out] + list(argv))
+            with open(out) as stream:
+                return json.load(stream)
+
+    def test_mixed_and_passed_on_to_previous(self):
+        # This checkout as the previous one: it replays the same series
+        # only if it was given the mix, from the levelled placement.
+        checkout = os.path.dirname(cron_replay.HERE)
+        got = self.replay('--hours', '3', '--mix', 'mixed', '--levelled',
+                          '--previous', checkout)
+        self.assertEqual('mixed', got['series']['mix'])
+        self.assertEqual(series_mod.domain_mixes(
+            generate.generate(8, 200, 1), 1), got['series']['domains'])
+        self.assertIn('business', got['series']['shapes'])
+        previous, this = got['rows']
+        self.assertEqual('previous', previous['version'])
+
+        def figures(row):
+            return [(r['moves'], r['imbalance_none'], r['imbalance_leveller'])
+                    for r in row['runs']]
+        self.assertEqual(figures(this), figures(previous))
+
+    def test_classic_by_default(self):
+        got = self.replay('--hours', '2')
+        self.assertEqual('classic', got['series']['mix'])
+        self.assertNotIn('domains', got['series'])
+        self.assertNotIn('business', got['series']['shapes'])
