@@ -250,3 +250,44 @@ class TestMix(unittest.TestCase):
         self.assertEqual('classic', got['series']['mix'])
         self.assertNotIn('domains', got['series'])
         self.assertNotIn('business', got['series']['shapes'])
+
+
+class TestSkill(unittest.TestCase):
+    domains = {'hv1': 'az1/x', 'hv2': 'az1/x'}
+
+    def scored(self, figure_at, steps=72, step=71, interval=1, days=2):
+        hosts = {j: {h: {'cpu': figure_at(h, j), 'ram': 0.5}
+                     for h in self.domains} for j in range(steps)}
+        document = {'forecast': {'ahead': '1h', 'days': days,
+                                 'weight': 0.7}}
+        found = cron_replay.with_skill(document, hosts, step, interval,
+                                       days, self.domains)
+        self.assertNotIn('skill', document['forecast'])  # left as it was
+        return found['forecast']['skill']['hypervisors']
+
+    def test_a_load_that_repeats_every_day(self):
+        def figure(host, step):
+            return (step % 24) / 24.0 if host == 'hv1' else 0.2
+        found = self.scored(figure)['hv1']['cpu']
+        # Two days scored (index -48..-1, world steps 23 to 70), each on
+        # the days before it there are: the day before predicts it.
+        self.assertEqual(48, found['points'])
+        self.assertAlmostEqual(0.0, found['ahead'])
+        self.assertGreater(found['now'], 0.0)
+        # Every 2 hours of the world in one step of 2 h: its own grid.
+        two = self.scored(figure, interval=2)['hv1']['cpu']
+        self.assertEqual(24, two['points'])
+        self.assertAlmostEqual(0.0, two['ahead'])
+
+    def test_a_load_that_holds(self):
+        def figure(host, step):
+            return 0.1 if host == 'hv1' or step < 30 else 0.6
+        found = self.scored(figure)['hv1']['cpu']
+        # One miss, at step 29: hv1 0.25 below the mean of step 30.
+        self.assertEqual(0.25 * 0.25, round(found['now'], 9))
+        self.assertGreater(found['ahead'], found['now'])
+
+    def test_without_a_forecast_nothing(self):
+        document = {'hypervisors': []}
+        self.assertIs(document, cron_replay.with_skill(
+            document, {}, 10, 1, 1, {}))
