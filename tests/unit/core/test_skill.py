@@ -64,12 +64,19 @@ class TestErrors(unittest.TestCase):
                              self.domains, 7)
         earned = skill.skill([found[h]['cpu'] for h in found], 0.7)
         self.assertLess(earned.now, earned.ahead / 2)
-        self.assertLess(earned.weight, 0.1)
+        # A blend would err a little less than now, but the forecast
+        # alone errs more: no skill, no weight.
+        self.assertGreater(earned.earned, 0.0)
+        self.assertEqual(0.0, earned.weight)
+        self.assertIn('CPU error %.3f against %.3f for now; weight 0 (no '
+                      'better than now)' % (earned.ahead, earned.now),
+                      earned.describe('cpu'))
 
     def test_a_forecast_that_adds_nothing_gets_no_weight(self):
         # Its errors are now's and more: blending only adds them.
         found = skill.skill([skill.Errors(30, now=0.3, ahead=1.2,
                                           cross=0.4)], 0.7)
+        self.assertEqual(0.0, found.earned)
         self.assertEqual(0.0, found.weight)
         self.assertEqual('CPU error 0.200 against 0.100 for now; weight 0 '
                          '(no better than now)', found.describe('cpu'))
