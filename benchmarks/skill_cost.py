@@ -5,20 +5,23 @@ history the forecast's skill is measured on (cloud/measure.py
 Reader._history): two range queries over the last min(days, 7) days and
 ``days`` more. This runs them, with the plugin's own reader, against a
 Prometheus of its own (this machine's binary, on 127.0.0.1:PORT, its data
-under DIR) that holds DAYS days of node_exporter series, backfilled with
-``promtool tsdb create-blocks-from openmetrics``: for each hypervisor
-``node_cpu_seconds_total{mode="idle"}`` of --cpus CPUs and
+under DIR) that holds --history-days days of node_exporter series,
+backfilled with ``promtool tsdb create-blocks-from openmetrics``: for each
+hypervisor ``node_cpu_seconds_total{mode="idle"}`` of its CPUs and
 ``node_memory_MemAvailable_bytes`` and ``node_memory_MemTotal_bytes``,
-every 60 s (Prometheus' default scrape and evaluation interval), the series
-the default host queries (HOST_QUERIES cpu and ram) read. A real
+every 60 s (Prometheus' default scrape and evaluation interval): the
+series the default host queries (HOST_QUERIES cpu and ram) read. And
+``instance:node_cpu_utilisation:rate5m``, the host's CPU as node-mixin's
+recording rule keeps it, for the variant that reads it. A real
 node_exporter has about a thousand series more a host; the queries' label
 matchers select through the index, so those weigh little on them.
 
-    python benchmarks/skill_cost.py --hypervisors 100 1000 --runs 5 \\
-        --dir /work/dc-skill/skill-cost \\
+    python benchmarks/skill_cost.py --sizes 100x4 1000x4 100x32 \
+        --dir /work/dc-skill/skill-cost \
         --json benchmarks/results/skill_cost.json
 
-For each size and period ahead (forecast_days 7), side by side:
+(--sizes HYPERVISORSxCPUS.) For each size and period ahead (--ahead,
+forecast_days 7), side by side:
 
 - ``history``: Reader._history as it is: 2 range queries;
 - ``one query a part``: the same parts asked one by one (4 queries: CPU
@@ -27,16 +30,20 @@ For each size and period ahead (forecast_days 7), side by side:
 - ``default resolution``: the same 2 queries with subqueries at
   Prometheus' default resolution, its evaluation interval (``[1h:]``, as
   the forecast's queries were before);
+- ``CPU from a recording rule``: the 2 queries with ``queries: cpu:
+  instance:node_cpu_utilisation:rate5m``;
 - ``forecast``: for scale, the forecast's own instant queries (CPU and
-  RAM over the hour ahead on each of the 7 days), at the reader's
+  RAM over the period ahead on each of the 7 days), at the reader's
   resolution and at the default one.
 
 Each is run once to warm the page cache, then --runs times, in turn; the
-median wall time is the figure (the client's time: requests, JSON, the
-reader's checks), with Prometheus' share (until its answer's headers), the
-requests and the bytes of the answers. The history's size is checked (every
-hypervisor, every step) and the skill computed on it (core/skill.py).
-The data stays in DIR for the next run; --fresh makes it again.
+median wall time is the figure (the client's: requests, JSON, the
+reader's checks), with Prometheus' share (until its answer's headers: the
+evaluation, not the encoding), the requests and the bytes of the answers
+(JSON, as the answer cap counts them; gzip on the wire). The history's
+size is checked (every hypervisor, every step) and the skill computed on it
+(core/skill.py). The data stays in DIR for the next run; --fresh makes it
+again.
 """
 
 import argparse
@@ -67,6 +74,10 @@ from osc_leveller.core import skill  # noqa: E402
 DAY = 86400
 SCRAPE = 60  # seconds between samples, Prometheus' default interval
 MEMORY = 256 * 2 ** 30  # each hypervisor's MemTotal
+# A host's CPU as node-mixin's recording rule keeps it (kube-prometheus);
+# the data has it too, for a `queries: cpu:` that reads it.
+RECORDED = 'instance:node_cpu_utilisation:rate5m'
+DATA_VERSION = 2
 
 
 def name(index):
@@ -90,7 +101,8 @@ class Load:
                      for _ in range(hypervisors)]
 
     def step(self, t):
-        """(cpu idle counters, available bytes) of each host at t."""
+        """(cpu idle counters, available bytes, CPU busy) of each host at
+        t."""
         hour = (t % DAY) / 3600.0
         office = max(0.0, math.sin(math.pi * (hour - 8) / 10)) \
             if 8 <= hour < 18 else 0.0
@@ -99,12 +111,14 @@ class Load:
                 host['burst'] = self.rng.uniform(.2, .5) \
                     if host['burst'] == 0.0 else 0.0
             load = host['base'] + host['day'] * office + host['burst']
+            total = 0.0
             for c in range(self.cpus):
                 busy = min(1.0, max(0.0, load + self.rng.gauss(0, .05)))
                 idle[c] += SCRAPE * (1 - busy)
+                total += busy
             ram = min(.95, host['ram'] + .1 * office * (host['day'] > 0) +
                       self.rng.gauss(0, .005))
-            yield idle, int(MEMORY * (1 - ram))
+            yield idle, int(MEMORY * (1 - ram)), total / self.cpus
 
 
 def write_day(path, load, start, end):
@@ -117,16 +131,19 @@ def write_day(path, load, start, end):
                  'job="node"} ' % name(i) for i in range(n)]
     total = ['node_memory_MemTotal_bytes{instance="%s:9100",job="node"} '
              '%d' % (name(i), MEMORY) for i in range(n)]
+    recorded = ['%s{instance="%s:9100",job="node"} ' % (RECORDED, name(i))
+                for i in range(n)]
     samples = 0
     with open(path, 'w') as f:
         for t in range(start, end, SCRAPE):
             stamp = ' %d\n' % t
             lines = []
-            for i, (idle, free) in enumerate(load.step(t)):
+            for i, (idle, free, busy) in enumerate(load.step(t)):
                 lines.extend('%s%.2f%s' % (cpu[i][c], idle[c], stamp)
                              for c in range(load.cpus))
                 lines.append('%s%d%s' % (available[i], free, stamp))
                 lines.append(total[i] + stamp)
+                lines.append('%s%.4f%s' % (recorded[i], busy, stamp))
             f.write(''.join(lines))
             samples += len(lines)
         f.write('# EOF\n')
@@ -140,8 +157,9 @@ def backfill(directory, hypervisors, cpus, days, seed):
     if os.path.exists(meta_path):
         with open(meta_path) as f:
             meta = json.load(f)
-        if (meta['hypervisors'], meta['cpus'], meta['days']) == (
-                hypervisors, cpus, days):
+        if (meta['hypervisors'], meta['cpus'], meta['days'],
+                meta.get('version')) == (hypervisors, cpus, days,
+                                         DATA_VERSION):
             return meta
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
@@ -167,9 +185,10 @@ def backfill(directory, hypervisors, cpus, days, seed):
         os.remove(path)
         print('  %s: %d samples' % (_utc(cut), samples), file=sys.stderr)
         cut = upto
-    meta = {'hypervisors': hypervisors, 'cpus': cpus, 'days': days,
-            'start': start, 'end': end, 'scrape_seconds': SCRAPE,
-            'series': hypervisors * (cpus + 2), 'samples': samples,
+    meta = {'version': DATA_VERSION, 'hypervisors': hypervisors,
+            'cpus': cpus, 'days': days, 'start': start, 'end': end,
+            'scrape_seconds': SCRAPE, 'series': hypervisors * (cpus + 3),
+            'samples': samples,
             'generate_seconds': round(made, 1),
             'promtool_seconds': round(filled, 1)}
     with open(meta_path, 'w') as f:
@@ -270,12 +289,12 @@ class DefaultResolution(measure.Reader):
 
 
 def setup(url, hypervisors, ahead, days, end, client_class=Counting,
-          reader_class=measure.Reader):
+          reader_class=measure.Reader, cpu=measure.HOST_QUERIES['cpu']):
     client = client_class(url, retries=0, timeout=1800,
                           max_answer_mb=1024)
     client.reset()
     reader = reader_class(client, queries={
-        m: measure.HOST_QUERIES[m] for m in ('cpu', 'ram')}, window='5m',
+        'cpu': cpu, 'ram': measure.HOST_QUERIES['ram']}, window='5m',
         forecast=model.Forecast(ahead, days, 0.5))
     refs = [hostmatch.HostRef(name(i), name(i)) for i in range(hypervisors)]
     matcher = hostmatch.Matcher(refs, reader.host_match, reader.host_label,
@@ -356,6 +375,8 @@ def measure_size(url, meta, ahead, days, runs):
         ('default resolution', lambda s=setup(
             url, n, ahead, days, end, reader_class=DefaultResolution):
             history_once(s, end)),
+        ('CPU from a recording rule', lambda s=setup(
+            url, n, ahead, days, end, cpu=RECORDED): history_once(s, end)),
         ('forecast', lambda: forecast_once(url, ahead, days, end,
                                            measure.Reader)),
         ('forecast, default resolution', lambda: forecast_once(
@@ -375,7 +396,8 @@ def measure_size(url, meta, ahead, days, runs):
     rows = []
     for label, found in results.items():
         rows.append({
-            'hypervisors': n, 'ahead': ahead, 'days': days,
+            'hypervisors': n, 'cpus': meta['cpus'], 'ahead': ahead,
+            'days': days,
             'variant': label, 'requests': found[0][1],
             'bytes': found[0][2],
             'seconds': round(statistics.median(f[0] for f in found), 3),
@@ -391,12 +413,12 @@ def _utc(seconds):
 
 
 def table(rows):
-    lines = ['| hypervisors | ahead | variant | requests | answers (MiB) | '
-             'wall time (s) | of which Prometheus (s) |',
-             '|---|---|---|---|---|---|---|']
+    lines = ['| hypervisors | CPUs | ahead | variant | requests | '
+             'answers (MiB) | wall time (s) | of which Prometheus (s) |',
+             '|---|---|---|---|---|---|---|---|']
     for row in rows:
-        lines.append('| {:,} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} |'
-                     .format(row['hypervisors'], row['ahead'],
+        lines.append('| {:,} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} |'
+                     .format(row['hypervisors'], row['cpus'], row['ahead'],
                              row['variant'], row['requests'],
                              row['bytes'] / 2 ** 20, row['seconds'],
                              row['prometheus_seconds']))
@@ -405,15 +427,14 @@ def table(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--hypervisors', type=int, nargs='+',
-                        default=[100, 1000])
-    parser.add_argument('--cpus', type=int, default=4,
-                        help='CPUs of each hypervisor (idle series)')
+    parser.add_argument('--sizes', nargs='+', default=['100x4', '1000x4'],
+                        help='HYPERVISORSxCPUS: hypervisors, each with '
+                             'CPUS idle series')
     parser.add_argument('--history-days', type=int, default=14)
     parser.add_argument('--ahead', nargs='+', default=['1h', '10m'])
     parser.add_argument('--days', type=int, default=7,
                         help='forecast_days')
-    parser.add_argument('--runs', type=int, default=5)
+    parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--port', type=int, default=19190)
     parser.add_argument('--dir', default=os.path.join(
         tempfile.gettempdir(), 'skill-cost'))
@@ -425,13 +446,13 @@ def main(argv=None):
         parser.error('needs prometheus and promtool on the PATH')
     rows, sizes = [], []
     started = time.monotonic()
-    for n in args.hypervisors:
-        directory = os.path.join(args.dir, str(n))
+    for size in args.sizes:
+        n, cpus = (int(x) for x in size.split('x'))
+        directory = os.path.join(args.dir, size)
         if args.fresh:
             shutil.rmtree(directory, ignore_errors=True)
-        print('%d hypervisors: data' % n, file=sys.stderr)
-        meta = backfill(directory, n, args.cpus, args.history_days,
-                        args.seed)
+        print('%d hypervisors of %d CPUs: data' % (n, cpus), file=sys.stderr)
+        meta = backfill(directory, n, cpus, args.history_days, args.seed)
         server = Prometheus(directory, args.port)
         try:
             server.wait()

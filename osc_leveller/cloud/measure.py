@@ -185,12 +185,12 @@ class Reader:
 
     def _mean(self, promql, period, offset=''):
         """The query averaged over the period before (offset: before
-        that, ' offset 3600s'), by a subquery whose
-        resolution is the longest that divides the period into steps no
-        longer than the rate() window: each stretch of the period is seen
-        once. Prometheus' default, its evaluation interval, would cost up
-        to twenty times more on the history (Reader._history) and give the
-        forecast another value than the one its skill is measured on."""
+        that, ' offset 3600s') by a subquery. Its resolution is the longest
+        that divides the period into steps no longer than the rate()
+        window, so each stretch of the period is seen once; Prometheus'
+        default, its evaluation interval, costs several times more on the
+        history (benchmarks/skill_cost.py), and the forecast is the
+        predictor whose skill the history measures."""
         period_ms = int(round(config.seconds(period) * 1000))
         window_ms = max(1, int(round(config.seconds(self.window) * 1000)))
         step_ms = max(1, period_ms // max(1, -(-period_ms // window_ms)))
