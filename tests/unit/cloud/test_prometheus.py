@@ -166,6 +166,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
     `answer`, when set, is the body of every answer instead."""
     series = {}
     answer = None
+    status = 200
     asked = []
 
     def do_GET(self):
@@ -173,6 +174,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
         params = {k: v[0] for k, v in urllib.parse.parse_qs(
             url.query).items()}
         self.asked.append((url.path, params))
+        params['authorization'] = self.headers.get('Authorization')
         start, end, step = (float(params[k]) for k in ('start', 'end',
                                                        'step'))
         if (end - start) / step > prometheus.MOST_POINTS:
@@ -183,7 +185,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
         else:
             times = [start + k * step
                      for k in range(int((end - start) // step) + 1)]
-            status, body = 200, self.answer or {
+            status, body = self.status, self.answer or {
                 'status': 'success', 'data': {
                     'resultType': 'matrix', 'result': [
                         {'metric': dict(labels),
@@ -215,6 +217,7 @@ class TestQueryRange(unittest.TestCase):
         FakeRange.series = {self.HV1: lambda t: t / 1e6,
                             self.HV2: lambda t: 0.5}
         FakeRange.answer, FakeRange.asked = None, []
+        FakeRange.status = 200
         self.client = prometheus.Client(serve(self, FakeRange), retries=0)
 
     def test_points_from_start_to_end_by_step(self):
@@ -226,8 +229,22 @@ class TestQueryRange(unittest.TestCase):
             ({'instance': 'hv2:9100', 'job': 'node'},
              [(t, .5) for t in (1000.0, 1100.0, 1200.0, 1300.0)])], found)
         self.assertEqual([('/api/v1/query_range', {
-            'query': 'up', 'start': '1000', 'end': '1300', 'step': '100'})],
-            FakeRange.asked)
+            'query': 'up', 'start': '1000', 'end': '1300', 'step': '100',
+            'authorization': None})], FakeRange.asked)
+
+    def test_credentials_are_sent_and_never_shown(self):
+        FakeRange.status, FakeRange.answer = 401, {'status': 'error'}
+        for client in (prometheus.Client(self.client.url, token='s3cret',
+                                         retries=0),
+                       prometheus.Client(self.client.url, username='lev',
+                                         password='s3cret', retries=0)):
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                client.query_range('up', 0, 10, 1)
+            self.assertIn('refused the credentials (HTTP 401)',
+                          str(ctx.exception))
+            self.assertNotIn('s3cret', str(ctx.exception))
+        self.assertEqual(['Bearer s3cret', 'Basic bGV2OnMzY3JldA=='],
+                         [p['authorization'] for _, p in FakeRange.asked])
 
     def test_a_long_range_is_asked_in_parts_and_joined(self):
         # 25 points at 10 a part: 3 requests, each within the limit, the
