@@ -383,10 +383,19 @@ def measure_size(url, meta, ahead, days, runs):
             url, ahead, days, end, DefaultResolution)),
     ]
     results = {label: [] for label, _ in variants}
+    failed = {}  # label: why, once Prometheus refused it
     checked = None
     for run in range(runs + 1):  # the first warms the page cache
         for label, once in variants:
-            found = once()
+            if label in failed:
+                continue
+            try:
+                found = once()
+            except (RuntimeError, requests.RequestException) as exc:
+                failed[label] = str(exc).rsplit("': ", 1)[-1]
+                print('  %d %s %s: %s' % (n, ahead, label, failed[label]),
+                      file=sys.stderr)
+                continue
             print('  %d %s %s: %.2f s' % (n, ahead, label, found[0]),
                   file=sys.stderr)
             if run:
@@ -395,15 +404,18 @@ def measure_size(url, meta, ahead, days, runs):
                 checked = check(found[4], n, ahead, days)
     rows = []
     for label, found in results.items():
-        rows.append({
-            'hypervisors': n, 'cpus': meta['cpus'], 'ahead': ahead,
-            'days': days,
-            'variant': label, 'requests': found[0][1],
-            'bytes': found[0][2],
-            'seconds': round(statistics.median(f[0] for f in found), 3),
-            'prometheus_seconds': round(statistics.median(
-                f[3] for f in found), 3),
-            'all_seconds': [round(f[0], 3) for f in found]})
+        row = {'hypervisors': n, 'cpus': meta['cpus'], 'ahead': ahead,
+               'days': days, 'variant': label}
+        if label in failed:
+            row['error'] = failed[label]
+        else:
+            row.update({
+                'requests': found[0][1], 'bytes': found[0][2],
+                'seconds': round(statistics.median(f[0] for f in found), 3),
+                'prometheus_seconds': round(statistics.median(
+                    f[3] for f in found), 3),
+                'all_seconds': [round(f[0], 3) for f in found]})
+        rows.append(row)
     return rows, checked
 
 
@@ -417,6 +429,11 @@ def table(rows):
              'answers (MiB) | wall time (s) | of which Prometheus (s) |',
              '|---|---|---|---|---|---|---|---|']
     for row in rows:
+        if 'error' in row:
+            lines.append('| {:,} | {} | {} | {} | refused: {} | | | |'.format(
+                row['hypervisors'], row['cpus'], row['ahead'],
+                row['variant'], row['error']))
+            continue
         lines.append('| {:,} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} |'
                      .format(row['hypervisors'], row['cpus'], row['ahead'],
                              row['variant'], row['requests'],
@@ -470,17 +487,17 @@ def main(argv=None):
             for root, _, files in os.walk(os.path.join(directory, 'data'))
             for f in files) / 2 ** 20, 1)
         sizes.append(meta)
+        if args.json:  # after each size: a long run keeps what it has
+            with open(args.json, 'w') as f:
+                json.dump({'date': datetime.date.today().isoformat(),
+                           'machine': {'cpus': os.cpu_count(),
+                                       'python': platform.python_version()},
+                           'seconds': round(time.monotonic() - started),
+                           'runs': args.runs, 'forecast_days': args.days,
+                           'window': '5m', 'data': sizes, 'rows': rows},
+                          f, indent=1)
+                f.write('\n')
     print(table(rows))
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'machine': {'cpus': os.cpu_count(),
-                                   'python': platform.python_version()},
-                       'seconds': round(time.monotonic() - started),
-                       'runs': args.runs, 'forecast_days': args.days,
-                       'window': '5m', 'data': sizes, 'rows': rows},
-                      f, indent=1)
-            f.write('\n')
 
 
 if __name__ == '__main__':
