@@ -16,12 +16,17 @@ recording rule keeps it, for the variant that reads it. A real
 node_exporter has about a thousand series more a host; the queries' label
 matchers select through the index, so those weigh little on them.
 
-    python benchmarks/skill_cost.py --sizes 100x4 1000x4 100x32 \
+    python benchmarks/skill_cost.py \
+        --sizes 100x4 1000x4 1000x4@5000000 100x32 \
         --dir /work/dc-skill/skill-cost \
         --json benchmarks/results/skill_cost.json
 
-(--sizes HYPERVISORSxCPUS.) For each size and period ahead (--ahead,
-forecast_days 7), side by side:
+(--sizes HYPERVISORSxCPUS[@MAX_SAMPLES].) 1000x4@5000000 reads the same
+1,000 hypervisors from a Prometheus that allows 5 million samples a query
+(--query.max-samples), a tenth of its default: what a cloud ten times as
+large, or of 40 CPUs a hypervisor, meets with the default. The client
+then asks the queries in halves until they pass. For each size and period
+ahead (--ahead, forecast_days 7), side by side:
 
 - ``history``: Reader._history as it is: 2 range queries;
 - ``one query a part``: the same parts asked one by one (4 queries: CPU
@@ -201,7 +206,7 @@ def backfill(directory, hypervisors, cpus, days, seed):
 class Prometheus:
     """The machine's prometheus on 127.0.0.1:port over directory/data."""
 
-    def __init__(self, directory, port):
+    def __init__(self, directory, port, max_samples=None):
         self.url = 'http://127.0.0.1:%d' % port
         self.config = os.path.join(directory, 'prometheus.yml')
         with open(self.config, 'w') as f:
@@ -212,7 +217,9 @@ class Prometheus:
             ['prometheus', '--config.file=' + self.config,
              '--storage.tsdb.path=' + os.path.join(directory, 'data'),
              '--storage.tsdb.retention.time=60d',
-             '--web.listen-address=127.0.0.1:%d' % port],
+             '--web.listen-address=127.0.0.1:%d' % port] + (
+                ['--query.max-samples=%d' % max_samples]
+                if max_samples else []),
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait(self):
@@ -364,7 +371,7 @@ def check(history, hypervisors, ahead, days):
             'rms_ahead': round(math.sqrt(total.ahead / total.points), 4)}
 
 
-def measure_size(url, meta, ahead, days, runs):
+def measure_size(url, meta, ahead, days, runs, only=None):
     end = meta['end']
     n = meta['hypervisors']
     variants = [
@@ -382,6 +389,8 @@ def measure_size(url, meta, ahead, days, runs):
         ('forecast, default resolution', lambda: forecast_once(
             url, ahead, days, end, DefaultResolution)),
     ]
+    variants = [(label, once) for label, once in variants
+                if not only or label in only]
     results = {label: [] for label, _ in variants}
     failed = {}  # label: why, once Prometheus refused it
     checked = None
@@ -405,7 +414,8 @@ def measure_size(url, meta, ahead, days, runs):
     rows = []
     for label, found in results.items():
         row = {'hypervisors': n, 'cpus': meta['cpus'], 'ahead': ahead,
-               'days': days, 'variant': label}
+               'days': days, 'variant': label,
+               'max_samples': meta.get('max_samples')}
         if label in failed:
             row['error'] = failed[label]
         else:
@@ -429,6 +439,9 @@ def table(rows):
              'answers (MiB) | wall time (s) | of which Prometheus (s) |',
              '|---|---|---|---|---|---|---|---|']
     for row in rows:
+        if row.get('max_samples'):
+            row = dict(row, variant='%s, max-samples %s' % (
+                row['variant'], '{:,}'.format(row['max_samples'])))
         if 'error' in row:
             lines.append('| {:,} | {} | {} | {} | refused: {} | | | |'.format(
                 row['hypervisors'], row['cpus'], row['ahead'],
@@ -445,8 +458,13 @@ def table(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--sizes', nargs='+', default=['100x4', '1000x4'],
-                        help='HYPERVISORSxCPUS: hypervisors, each with '
-                             'CPUS idle series')
+                        help='HYPERVISORSxCPUS[@MAX_SAMPLES]: hypervisors, '
+                             'each with CPUS idle series; with MAX_SAMPLES, '
+                             'Prometheus\' --query.max-samples, and only '
+                             'the variants of --limited')
+    parser.add_argument('--limited', nargs='+',
+                        default=['history', 'default resolution'],
+                        help='the variants run under a MAX_SAMPLES')
     parser.add_argument('--history-days', type=int, default=14)
     parser.add_argument('--ahead', nargs='+', default=['1h', '10m'])
     parser.add_argument('--days', type=int, default=7,
@@ -462,22 +480,27 @@ def main(argv=None):
     if shutil.which('prometheus') is None or shutil.which('promtool') is None:
         parser.error('needs prometheus and promtool on the PATH')
     rows, sizes = [], []
+    spec_variants = {spec: args.limited for spec in args.sizes
+                     if '@' in spec}
     started = time.monotonic()
-    for size in args.sizes:
+    for spec in args.sizes:
+        size, _, most = spec.partition('@')
         n, cpus = (int(x) for x in size.split('x'))
         directory = os.path.join(args.dir, size)
         if args.fresh:
             shutil.rmtree(directory, ignore_errors=True)
         print('%d hypervisors of %d CPUs: data' % (n, cpus), file=sys.stderr)
         meta = backfill(directory, n, cpus, args.history_days, args.seed)
-        server = Prometheus(directory, args.port)
+        meta = dict(meta, max_samples=int(most) if most else None)
+        server = Prometheus(directory, args.port, meta['max_samples'])
         try:
             server.wait()
             meta['prometheus'] = server.version()
             meta['checks'] = {}
             for ahead in args.ahead:
-                found, checked = measure_size(server.url, meta, ahead,
-                                              args.days, args.runs)
+                found, checked = measure_size(
+                    server.url, meta, ahead, args.days, args.runs,
+                    spec_variants.get(spec))
                 rows += found
                 meta['checks'][ahead] = checked
         finally:

@@ -29,6 +29,11 @@ class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
 
 
+class TooManySamples(Unreachable):
+    """The query would hold more samples than Prometheus allows
+    (--query.max-samples): a shorter range may pass."""
+
+
 class Client:
     """Instant and range queries against Prometheus' HTTP API.
 
@@ -66,6 +71,8 @@ class Client:
         """[(labels, [(time, value)])] of a query at start, start + step,
         ... up to end (the epoch, in seconds): Prometheus' range query,
         asked in parts of at most MOST_POINTS points a series and joined.
+        A part that would hold more samples than Prometheus allows is
+        asked again in halves (a large cloud's history).
 
         Points whose time or value is no finite number are left out; the
         answers together are held to max_answer_mb.
@@ -74,14 +81,24 @@ class Client:
         count = int((end - start) // step) + 1 if end >= start else 0
         series = {}  # sorted labels: [(time, value)]
         spent = 0  # bytes of the parts before
-        for first in range(0, count, MOST_POINTS):
-            last = min(count, first + MOST_POINTS) - 1
-            answer = self._get('/api/v1/query_range', {
-                'query': promql, 'start': _time(start + first * step),
-                'end': _time(start + last * step), 'step': _time(step)},
-                what, spent)
+        parts = [(first, min(count, first + MOST_POINTS) - 1)
+                 for first in range(0, count, MOST_POINTS)]
+        while parts:
+            first, last = parts.pop(0)
+            try:
+                answer = self._get('/api/v1/query_range', {
+                    'query': promql, 'start': _time(start + first * step),
+                    'end': _time(start + last * step),
+                    'step': _time(step)}, what, spent)
+                found = self._matrix(answer, what)
+            except TooManySamples:
+                if first == last:
+                    raise
+                middle = (first + last) // 2
+                parts[:0] = [(first, middle), (middle + 1, last)]
+                continue
             spent += len(answer[1])
-            for labels, points in self._matrix(answer, what):
+            for labels, points in found:
                 series.setdefault(tuple(sorted(labels.items())), []).extend(
                     points)
         return [(dict(key), sorted(points))
@@ -175,6 +192,8 @@ class Client:
                 body.get('errorType') or 'HTTP %d' % response.status_code)
             if body.get('errorType') == 'bad_data':
                 raise PrometheusError(error)
+            if 'too many samples' in str(body.get('error')):
+                raise TooManySamples(error)
             raise Unreachable(error)
         if body.get('status') != 'success':
             raise PrometheusError(

@@ -167,6 +167,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
     series = {}
     answer = None
     status = 200
+    most_samples = None  # Prometheus' --query.max-samples
     asked = []
 
     def do_GET(self):
@@ -177,11 +178,18 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
         params['authorization'] = self.headers.get('Authorization')
         start, end, step = (float(params[k]) for k in ('start', 'end',
                                                        'step'))
+        points = int((end - start) // step) + 1
         if (end - start) / step > prometheus.MOST_POINTS:
             status, body = 400, {
                 'status': 'error', 'errorType': 'bad_data',
                 'error': 'exceeded maximum resolution of 11,000 points '
                          'per timeseries'}
+        elif self.most_samples and \
+                points * len(self.series) > self.most_samples:
+            status, body = 422, {
+                'status': 'error', 'errorType': 'execution',
+                'error': 'query processing would load too many samples '
+                         'into memory in query execution'}
         else:
             times = [start + k * step
                      for k in range(int((end - start) // step) + 1)]
@@ -217,7 +225,7 @@ class TestQueryRange(unittest.TestCase):
         FakeRange.series = {self.HV1: lambda t: t / 1e6,
                             self.HV2: lambda t: 0.5}
         FakeRange.answer, FakeRange.asked = None, []
-        FakeRange.status = 200
+        FakeRange.status, FakeRange.most_samples = 200, None
         self.client = prometheus.Client(serve(self, FakeRange), retries=0)
 
     def test_points_from_start_to_end_by_step(self):
@@ -266,6 +274,28 @@ class TestQueryRange(unittest.TestCase):
         self.assertEqual(2, len(FakeRange.asked))
         self.assertEqual(14 * 1440 + 1, len(found[1][1]))
         self.assertEqual(sorted(set(found[1][1])), found[1][1])
+
+    def test_a_range_over_the_samples_prometheus_allows_is_halved(self):
+        # 2 series, at most 20 samples a query: 25 points fail, then 13,
+        # 7 pass; no point lost or twice.
+        FakeRange.most_samples = 20
+        found = self.client.query_range('up', 0, 24, 1)
+        self.assertEqual(
+            [('0', '24'), ('0', '12'), ('0', '6'), ('7', '12'),
+             ('13', '24'), ('13', '18'), ('19', '24')],
+            [(p['start'], p['end']) for _, p in FakeRange.asked])
+        self.assertEqual([[float(t) for t in range(25)]] * 2,
+                         [[t for t, _ in points] for _, points in found])
+        # Not even one point passes: Prometheus' error, once halved down
+        # to one point (4, 2, 1).
+        FakeRange.most_samples, FakeRange.asked = 1, []
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            self.client.query_range('up', 0, 3, 1)
+        self.assertIn('rejected the range query \'up\': query processing '
+                      'would load too many samples', str(ctx.exception))
+        self.assertEqual([('0', '3'), ('0', '1'), ('0', '0')],
+                         [(p['start'], p['end'])
+                          for _, p in FakeRange.asked])
 
     def test_a_step_of_milliseconds(self):
         self.client.query_range('up', 10, 11.5, 0.5)
