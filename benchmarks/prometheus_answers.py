@@ -57,8 +57,8 @@ class Measured(prometheus.Client):
         super().__init__(*args, **kwargs)
         self.answers = []  # (what, bytes)
 
-    def _read(self, response, what):
-        body = super()._read(response, what)
+    def _read(self, response, what, *args):
+        body = super()._read(response, what, *args)
         self.answers.append((what, len(body)))
         return body
 

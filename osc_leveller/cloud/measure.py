@@ -5,7 +5,10 @@ One reading asks Prometheus, in this order:
 1. ``node_uname_info`` (else ``node_memory_MemTotal_bytes``): one series a
    node_exporter target, to place each target on a hypervisor
    (hostmatch.Matcher);
-2. the host queries, aggregated by target;
+2. the host queries, aggregated by target (and, with prometheus.lasting or
+   forecast_days set, the same over the lasting period or the period ahead
+   on past days; with forecast_days, the history the forecast's skill is
+   measured on: two range queries, Reader._history);
 3. which libvirt exporter is there (metric names, one or two requests);
 4. the guard's one query (core/guard.py): what node_exporter shows of each
    hypervisor's size, and, at the guard's reference time, its CPU and RAM
@@ -29,6 +32,7 @@ from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import config
 from osc_leveller.core import model
+from osc_leveller.core import skill
 from osc_leveller.core import snapshot as snapshot_io
 
 # {window}: the rate() window; {label}: the labels that tell targets apart.
@@ -47,9 +51,12 @@ RATE_SLACK = 0.02  # how far outside 0..1 a rate may read and still count
 DAY = 86400
 # The guard's query: its parts, told apart by this label's value.
 GUARD_LABEL = 'leveller_guard'
+# The history's queries: their parts (figure_kind) told apart the same way.
+HISTORY_LABEL = 'leveller_history'
 CPUS = 'count by ({label}) (node_cpu_seconds_total{{mode="idle"}})'
 MEMORY = 'node_memory_MemTotal_bytes'
 MIB = 2 ** 20
+UNIT_MS = {'h': 3600000, 'm': 60000, 's': 1000, 'ms': 1}
 MOST = 2 ** 53  # a figure beyond this is written as this
 
 
@@ -74,8 +81,8 @@ class Reading:
     forecast: object = None
     forecast_hosts: dict = dataclasses.field(default_factory=dict)
     forecast_servers: dict = dataclasses.field(default_factory=dict)
-    # The hypervisors' history the forecast's skill is measured on: a
-    # core.skill.History, None when not read.
+    # The hosts' history the forecast's skill is measured on (a
+    # skill.History), when the forecast is set and Prometheus answered.
     history: object = None
     # What the guard checks the metrics with: a snapshot's guard section.
     guard: dict = None
@@ -152,6 +159,8 @@ class Reader:
                 reading.forecast = self.forecast
                 reading.forecast_hosts = self._other_hosts(
                     matcher, reading, self._ahead)
+                if guard:  # a re-check keeps the first read's skill
+                    reading.history = self._history(matcher, reading)
             reading.profiles = self._profiles()
             if guard:
                 self._guard(matcher, hypervisors, reading)
@@ -161,9 +170,8 @@ class Reader:
         return reading
 
     def _over(self, promql):
-        """The query averaged over the lasting period (a subquery at
-        Prometheus' default resolution)."""
-        return 'avg_over_time((%s)[%s:])' % (promql, self.lasting)
+        """The query averaged over the lasting period."""
+        return self._mean(promql, self.lasting)
 
     def _ahead(self, promql):
         """The query over the period ahead of this time of day, averaged
@@ -171,10 +179,26 @@ class Reader:
         ahead = self.forecast.ahead
         back = config.seconds(ahead)
         days = self.forecast.days
-        terms = ['avg_over_time((%s)[%s:] offset %ds)' % (
-            promql, ahead, day * DAY - back) for day in range(1, days + 1)]
+        terms = [self._mean(promql, ahead, ' offset %ds' % (
+            day * DAY - back)) for day in range(1, days + 1)]
         return terms[0] if days == 1 else '(%s) / %d' % (
             ' + '.join(terms), days)
+
+    def _mean(self, promql, period, offset=''):
+        """The query averaged over the period before (offset: before
+        that, ' offset 3600s') by a subquery. Its resolution is the longest
+        that divides the period into steps no longer than the rate()
+        window, so each stretch of the period is seen once; Prometheus'
+        default, its evaluation interval, costs several times more on the
+        history (benchmarks/skill_cost.py), and the forecast is the
+        predictor whose skill the history measures."""
+        period_ms = int(round(config.seconds(period) * 1000))
+        window_ms = max(1, int(round(config.seconds(self.window) * 1000)))
+        step_ms = max(1, period_ms // max(1, -(-period_ms // window_ms)))
+        unit = next(u for u in ('h', 'm', 's', 'ms')
+                    if step_ms % UNIT_MS[u] == 0)
+        return 'avg_over_time((%s)[%s:%d%s]%s)' % (
+            promql, period, step_ms // UNIT_MS[unit], unit, offset)
 
     # ------------------------------------------------------------ hosts
     def _match(self, hypervisors, reading):
@@ -262,6 +286,64 @@ class Reader:
                 if len(values) == 1 and values[0] is not None:
                     found[name][metric] = values[0]
         return dict(found)
+
+    def _history(self, matcher, reading):
+        """The CPU and RAM of the hosts read, on a grid of the period
+        ahead up to the read (skill.History), or None with a note when
+        Prometheus fails it: the forecast then gets no weight.
+
+        Two range queries, each figure and kind told apart by
+        HISTORY_LABEL: the figures now, and their lasting view, at each
+        step of the days scored; and the mean of each step before, over
+        those days and forecast_days more (the truth and the past days).
+        """
+        figures = [f for f in skill.FIGURES if f in self.queries]
+        if not figures:
+            return None
+        step = config.seconds(self.forecast.ahead)
+        end = int(reading.read_at)
+        scored = int(min(self.forecast.days, skill.MOST_DAYS) * DAY // step)
+        back = scored - 1 + int(round(self.forecast.days * DAY / step))
+        recent, past = [], []
+        for figure in figures:
+            promql = self._render(self.queries[figure])
+            recent.append(('%s_now' % figure, promql))
+            if self.lasting:
+                recent.append(('%s_lasting' % figure, self._over(promql)))
+            past.append(('%s_actual' % figure, self._mean(
+                promql, self.forecast.ahead)))
+        spans = {'now': (-scored, -1), 'lasting': (-scored, -1),
+                 'actual': (-back, 0)}
+        try:
+            found = self.client.query_range(
+                _tagged(recent, HISTORY_LABEL), end - scored * step,
+                end - step, step) + self.client.query_range(
+                _tagged(past, HISTORY_LABEL), end - back * step, end, step)
+        except prometheus.PrometheusError as exc:
+            reading.notes.append('forecast skill not measured: %s: the '
+                                 'forecast gets no weight' % exc)
+            return None
+        seen = collections.defaultdict(list)  # (kind, figure, name): series
+        for labels, points in found:
+            figure, _, kind = labels.pop(HISTORY_LABEL, '').rpartition('_')
+            name = self._host_of(matcher, labels)
+            if figure in figures and kind in spans and name in reading.hosts:
+                seen[kind, figure, name].append(points)
+        history = {kind: {figure: {} for figure in figures}
+                   for kind in spans}
+        for (kind, figure, name), series in seen.items():
+            if len(series) > 1:
+                continue  # two series of one host: neither is its own
+            first, last = spans[kind]
+            values = history[kind][figure][name] = {}
+            for time_, value in series[0]:
+                index = int(round((time_ - end) / step))
+                fraction = _fraction(value)
+                if first <= index <= last and fraction is not None and \
+                        abs(time_ - end - index * step) < 0.01:
+                    values[index] = fraction
+        return skill.History(float(step), history['now'], history['actual'],
+                             history['lasting'] if self.lasting else None)
 
     def _unseen(self, name, metric, matcher, reading):
         if name not in matcher.series:
@@ -407,9 +489,7 @@ class Reader:
         """The guard's one query, its parts told apart by GUARD_LABEL:
         for these libvirt profiles, the figures of offset milliseconds ago
         (0: none); None when there is nothing to ask."""
-        return ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
-            expression, GUARD_LABEL, part)
-            for part, expression in self._guard_parts(profiles, offset)) \
+        return _tagged(self._guard_parts(profiles, offset), GUARD_LABEL) \
             or None
 
     def _guard_parts(self, profiles, offset):
@@ -445,6 +525,13 @@ class Reader:
             if value > entry.get('busiest_cpu', 0.0):
                 entry.update(busiest_server=uuid,
                              busiest_cpu=min(value, MOST))
+
+
+def _tagged(parts, label):
+    """One query of the parts [(part, PromQL)], each series with its part
+    as the value of label."""
+    return ' or '.join('label_replace(%s, "%s", "%s", "", "")' % (
+        expression, label, part) for part, expression in parts)
 
 
 def _facts(seen, names, asked, before):

@@ -1,4 +1,4 @@
-"""Prometheus' HTTP API: instant queries and label values.
+"""Prometheus' HTTP API: instant and range queries, and label values.
 
 Credentials go into request headers only and never into messages. What the
 answers mean for the leveller is cloud/measure.py's business.
@@ -16,6 +16,9 @@ from osc_leveller.core import errors
 
 MIB = 2 ** 20
 CHUNK = MIB  # bytes read at a time
+# Prometheus refuses a range query of more points a series (its
+# /api/v1/query_range limit): longer ranges are asked in parts.
+MOST_POINTS = 11000
 
 
 class PrometheusError(errors.LevellerError):
@@ -26,8 +29,13 @@ class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
 
 
+class TooManySamples(Unreachable):
+    """The query would hold more samples than Prometheus allows
+    (--query.max-samples): a shorter range may pass."""
+
+
 class Client:
-    """Instant queries against Prometheus' HTTP API.
+    """Instant and range queries against Prometheus' HTTP API.
 
     No answer, or HTTP 5xx after the retries, is Unreachable: the caller may
     fall back to allocations. Any other answer that is not a successful
@@ -59,6 +67,43 @@ class Client:
         return self._samples(self._get('/api/v1/query', {'query': promql},
                                        what), what)
 
+    def query_range(self, promql, start, end, step):
+        """[(labels, [(time, value)])] of a query at start, start + step,
+        ... up to end (the epoch, in seconds): Prometheus' range query,
+        asked in parts of at most MOST_POINTS points a series and joined.
+        A part that would hold more samples than Prometheus allows is
+        asked again in halves (a large cloud's history).
+
+        Points whose time or value is no finite number are left out; the
+        answers together are held to max_answer_mb.
+        """
+        what = 'the range query %r' % promql
+        count = int((end - start) // step) + 1 if end >= start else 0
+        series = {}  # sorted labels: [(time, value)]
+        spent = 0  # bytes of the parts before
+        parts = [(first, min(count, first + MOST_POINTS) - 1)
+                 for first in range(0, count, MOST_POINTS)]
+        while parts:
+            first, last = parts.pop(0)
+            try:
+                answer = self._get('/api/v1/query_range', {
+                    'query': promql, 'start': _time(start + first * step),
+                    'end': _time(start + last * step),
+                    'step': _time(step)}, what, spent)
+                found = self._matrix(answer, what)
+            except TooManySamples:
+                if first == last:
+                    raise
+                middle = (first + last) // 2
+                parts[:0] = [(first, middle), (middle + 1, last)]
+                continue
+            spent += len(answer[1])
+            for labels, points in found:
+                series.setdefault(tuple(sorted(labels.items())), []).extend(
+                    points)
+        return [(dict(key), sorted(points))
+                for key, points in sorted(series.items())]
+
     def label_values(self, label, name_pattern):
         """Values of a label on series whose name matches the pattern.
 
@@ -76,8 +121,9 @@ class Client:
         return [value for value in data if isinstance(value, str) and
                 (label != '__name__' or pattern.fullmatch(value))]
 
-    def _get(self, path, params, what):
-        """(response, its body as bytes, at most max_answer_mb MiB)."""
+    def _get(self, path, params, what, spent=0):
+        """(response, its body as bytes): at most max_answer_mb MiB with
+        the spent bytes of the answer's parts before."""
         last = None
         for _ in range(self.retries + 1):
             try:
@@ -93,20 +139,21 @@ class Client:
                         self.url, response.status_code)
                     continue
                 try:
-                    return response, self._read(response, what)
+                    return response, self._read(response, what, spent)
                 except requests.RequestException as exc:
                     last = 'Prometheus at %s broke off its answer: %s' % (
                         self.url, type(exc).__name__)
         raise Unreachable(last)
 
-    def _read(self, response, what):
+    def _read(self, response, what, spent=0):
         """The body, read until the cap: an answer over it is refused
         before it fills the memory (a rogue or misconfigured server, or a
         query that matches far more series than it should)."""
-        limit = self.max_answer_mb * MIB
+        limit = self.max_answer_mb * MIB - spent
         declared = response.headers.get('Content-Length', '')
         if declared.isdigit() and int(declared) > limit:
-            raise self._too_large(what, '%.0f MiB' % (int(declared) / MIB))
+            raise self._too_large(what, '%d MiB' % math.ceil(
+                (spent + int(declared)) / MIB))
         body = bytearray()
         for chunk in response.iter_content(CHUNK):
             body += chunk
@@ -145,6 +192,8 @@ class Client:
                 body.get('errorType') or 'HTTP %d' % response.status_code)
             if body.get('errorType') == 'bad_data':
                 raise PrometheusError(error)
+            if 'too many samples' in str(body.get('error')):
+                raise TooManySamples(error)
             raise Unreachable(error)
         if body.get('status') != 'success':
             raise PrometheusError(
@@ -183,3 +232,59 @@ class Client:
                       if isinstance(v, str)}
             samples.append((labels, value))
         return samples
+
+    def _matrix(self, answer, what):
+        """[(labels, [(time, value)])] of a range query's answer."""
+        body = self._body(answer, what)
+        data = body.get('data')
+        if not isinstance(data, dict) or \
+                data.get('resultType') != 'matrix':
+            raise PrometheusError(
+                '%s answered %s with %s, not a range of samples (matrix)' % (
+                    self.url, what, data.get('resultType')
+                    if isinstance(data, dict) else 'no data'))
+        result = data.get('result')
+        if not isinstance(result, list) or not all(
+                isinstance(item, dict) and isinstance(item.get('metric'), dict)
+                and isinstance(item.get('values', []), list)
+                for item in result):
+            raise PrometheusError(
+                '%s answered %s with a result that is not a list of series '
+                'with labels (check leveller: prometheus: url)' % (
+                    self.url, what))
+        found = []
+        seen = set()
+        for item in result:
+            labels = {k: v for k, v in item['metric'].items()
+                      if isinstance(v, str)}
+            key = tuple(sorted(labels.items()))
+            if key in seen:  # Prometheus never answers so
+                raise PrometheusError(
+                    '%s answered %s with two series of the same labels '
+                    '(%s)' % (self.url, what, ', '.join(
+                        '%s=%s' % pair for pair in key)[:200]))
+            seen.add(key)
+            points = (_point(point) for point in item.get('values', []))
+            found.append((labels, [p for p in points if p is not None]))
+        return found
+
+
+def _point(point):
+    """(time, value) of a [time, "value"] pair, or None: a pair of another
+    shape, or a time or value that is no finite number."""
+    try:
+        time, value = point
+        if isinstance(time, bool) or not isinstance(time, (int, float)):
+            return None
+        time, value = float(time), float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if math.isfinite(time) and math.isfinite(value):
+        return time, value
+    return None
+
+
+def _time(seconds):
+    """A time or step for the API: whole seconds as such, else to the
+    millisecond (Prometheus' precision)."""
+    return '%d' % seconds if seconds == int(seconds) else '%.3f' % seconds

@@ -49,3 +49,14 @@ def by_hypervisor(query):
     node = _devcloud.hypervisor_names()
     return {node.get(host): value
             for host, value in _devcloud.by_host(query).items()}
+
+
+def by_hypervisor_at(query, when, node):
+    """by_hypervisor of the query at a time (the epoch, in seconds); node:
+    {service host: hypervisor name}."""
+    joined = '(%s) * on(instance, job) group_left(nodename) ' \
+             'node_uname_info' % query
+    return {node.get(item['metric'].get('nodename')):
+            float(item['value'][1])
+            for item in prometheus_get('/api/v1/query', {
+                'query': joined, 'time': when})['result']}

@@ -1,6 +1,7 @@
 """The leveller's commands on the live devcloud (no --snapshot)."""
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -9,9 +10,11 @@ from unittest import mock
 
 import yaml
 
+from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.core import model
+from osc_leveller.core import skill
 from osc_leveller.core import snapshot as snapshot_io
 from tests.functional import base
 from tests.unit.v1 import test_report
@@ -245,7 +248,7 @@ class TestLiveMixed(base.DevcloudTestCase):
         window = clouds_yaml()['clouds']['devcloud']['leveller'][
             'prometheus']['window']
         inovex = libvirt.PROFILES['inovex'].queries
-        over = 'avg_over_time((%s)[1m:])'
+        over = 'avg_over_time((%s)[1m:30s])'  # the window's resolution
 
         def read():
             hosts = {m: base.by_hypervisor(over % measure.HOST_QUERIES[
@@ -297,8 +300,8 @@ class TestLiveMixed(base.DevcloudTestCase):
         with mock.patch.object(measure, 'DAY', 60):
             asked = measure.Reader(None, forecast=model.Forecast(
                 '30s', 2, 0.5))._ahead(cpu)
-        self.assertIn('offset 90s', asked)
-        day = 'avg_over_time((%s)[30s:] offset %ds)'
+        self.assertIn('[30s:30s] offset 90s', asked)
+        day = 'avg_over_time((%s)[30s:30s] offset %ds)'
         names = {s['ID'] for s in base.openstack(
             'server', 'list', '--all-projects', '--status', 'ACTIVE')}
         base.wait_for(lambda: names <= set(base.by_label(
@@ -330,6 +333,64 @@ class TestLiveMixed(base.DevcloudTestCase):
                       'ahead of this time on the day before',
                       document['source']['note'])
         self.assertNotIn('Traceback', result.stderr + plan.stderr)
+
+    def test_history_of_the_forecast_skill_in_a_real_prometheus(self):
+        # The history the forecast's skill is measured on, on a day of a
+        # minute and a period ahead of 10 s: each value is what the same
+        # expression asked at its grid time answers (index i: the read's
+        # time + i steps), and the skill can be measured on it.
+        settings = dict(clouds_yaml()['clouds']['devcloud']['leveller'][
+            'prometheus'], forecast_days=1, forecast_ahead='10s',
+            lasting='20s')
+        refs = [hostmatch.HostRef(h.name, h.service_details['host'],
+                                  h.host_ip)
+                for h in base.connection().compute.hypervisors(details=True)]
+        with mock.patch.object(measure, 'DAY', 60):
+            reader = measure.reader_from_settings(settings)
+            # The oldest point asked: 11 steps back, a rate() window before.
+            base.wait_for(lambda: len(base.by_hypervisor(
+                'count by (instance, job) (node_cpu_seconds_total{mode='
+                '"idle"} offset 150s)')) == len(refs), 150,
+                message='150 s of every hypervisor\'s CPU')
+            reading = reader.read(refs, {}, guard=False)
+        history = reading.history
+        self.assertIsNotNone(history, reading.notes)
+        self.assertEqual(10.0, history.step)
+        end = int(reading.read_at)
+        self.assertEqual(set(self.node.values()), set(history.now['cpu']))
+
+        def at(query, index):
+            return base.by_hypervisor_at(query, end + index * 10, self.node)
+        shifted = 0
+        for figure in ('cpu', 'ram'):
+            promql = reader._render(reader.queries[figure])
+            for kind, query, indexes in (
+                    ('now', promql, range(-6, 0)),
+                    ('lasting', reader._over(promql), range(-6, 0)),
+                    ('actual', reader._mean(promql, '10s'), range(-11, 1))):
+                found = getattr(history, kind)[figure]
+                for index in indexes:
+                    direct = at(query, index)
+                    for name in self.node.values():
+                        self.assertAlmostEqual(
+                            direct[name], found[name][index], places=9,
+                            msg='%s %s %s at %d' % (name, figure, kind,
+                                                    index))
+                    if kind == 'now' and figure == 'cpu' and index > -6:
+                        before = at(query, index - 1)
+                        shifted += sum(abs(before[n] - found[n][index]) >
+                                       1e-6 for n in self.node.values())
+        # A grid shifted by a step would not agree: the test can tell.
+        self.assertGreater(shifted, 0)
+        # skill.py counts a day as 86,400 s: each step stands for 1,440
+        # times as long on this day of a minute.
+        found = skill.errors(dataclasses.replace(
+            history, step=history.step * 1440), {
+            name: 'all' for name in self.node.values()}, 1)
+        self.assertEqual(set(self.node.values()), set(found))
+        for name, figures in found.items():
+            self.assertEqual(6, figures['cpu'].points, name)
+            self.assertIsNotNone(figures['cpu'].lasting)
 
     @staticmethod
     def _expected_usage(entry, ram_mib):

@@ -72,7 +72,7 @@ KINDS = ('snapshot-file', 'plan-file', 'config-file', 'clouds-yaml', 'flag',
 # kind with fewer distinct cases (flags, endpoints x faults) gives all.
 QUOTA = {'snapshot-file': 150, 'plan-file': 70, 'config-file': 120,
          'clouds-yaml': 80, 'flag': 110, 'cloud-answer': 180,
-         'prometheus-answer': 90, 'target-placement-file': 40,
+         'prometheus-answer': 105, 'target-placement-file': 40,
          'output-path': 70}
 DIR = '{dir}'  # the case's own directory, in argv, files and expectations
 CLOUD = 'standin'
@@ -125,12 +125,14 @@ class Cloud:
     Prometheus configured), a function promql -> [(labels, value)] for the
     stand-in's Prometheus, or (status, content type, body bytes) answered
     as is by a raw server. leveller: more settings for the clouds.yaml
-    entry's leveller section.
+    entry's leveller section. prometheus_range: the stand-in's range
+    queries (StandIn.prometheus_range).
     """
     faults: tuple = ()
     corrupt: object = None
     prometheus: object = None
     leveller: dict = dataclasses.field(default_factory=dict)
+    prometheus_range: object = None
 
 
 @dataclasses.dataclass
@@ -1764,6 +1766,14 @@ def gen_prometheus_answers(rng, count):
             cloud=Cloud(prometheus=answer, leveller={
                 'prometheus': dict(PROM_SETTINGS, token=PROM_TOKEN)}),
             secrets=SECRETS))
+    for label, answer, expect in _history_answers():
+        cases.append(Case(
+            'prometheus-answer', label, list(LIVE_COMMANDS[1]),
+            expect=expect, code=0, cloud=Cloud(
+                prometheus=GuardAnswer(), prometheus_range=answer,
+                leveller={'prometheus': dict(
+                    PROM_SETTINGS, token=PROM_TOKEN, forecast_days=1)}),
+            secrets=SECRETS))
     rng.shuffle(cases)
     return (huge_answers() + cases)[:count]
 
@@ -1970,6 +1980,81 @@ def _guard_answers():
             ('hv2', {}, 0)]), ('Plan: ',)),
     ]
     return [(label, answer, plan, expect) for label, answer, expect in cases]
+
+
+# -- the history the forecast's skill is measured on ---------------------
+
+class HistoryAnswer(PromAnswer):
+    """The history's range queries answered as Prometheus would, each part
+    (label_replace(..., "leveller_history", "PART", ...)) a series of each
+    hypervisor at every time of the range, but hv2's CPU points:
+    spoil(time) -> the point sent instead of [time, "0.3"]."""
+
+    def __init__(self, spoil):
+        super().__init__()
+        self.spoil = spoil
+
+    def __call__(self, promql, start, end, step):
+        times = [start + k * step
+                 for k in range(int((end - start) // step) + 1)]
+        parts = re.findall(r'"%s", "(\w+)"' % measure.HISTORY_LABEL, promql)
+        return 200, _vector([{
+            'metric': dict(self._labels(name),
+                           **{measure.HISTORY_LABEL: part}),
+            'values': [self.spoil(t) if name == 'hv2' and 'cpu' in part
+                       else [t, '0.3'] for t in times]}
+            for part in parts for name in HYPERVISORS], result_type='matrix')
+
+
+def _raising(error):
+    def answer(*args):
+        raise error
+    return answer
+
+
+def _history_answers():
+    """(label, range answer, expect) of the stand-in Prometheus' answers
+    to the history's range queries (prometheus.forecast_days): the
+    forecast's skill not measured, said, and the plan going on; points of
+    no number left out quietly."""
+    skipped = 'forecast skill not measured'
+
+    def raw(status, body):
+        return lambda *args: (status, body)
+    series = {'metric': {'instance': 'hv1:9100'}, 'values': [[1, '0.5']]}
+    cases = [
+        ('history: a vector', raw(200, _vector([])),
+         (skipped, 'not a range of samples (matrix)')),
+        ('history: "result": null', raw(200, _vector(
+            None, result_type='matrix')), (skipped, 'not a list of series')),
+        ('history: "values" a mapping', raw(200, _vector([dict(
+            series, values={'a': 1})], result_type='matrix')),
+         (skipped, 'not a list of series')),
+        ('history: one series twice', raw(200, _vector(
+            [series, series], result_type='matrix')),
+         (skipped, 'two series of the same labels')),
+        ('history: an HTML page', raw(200, b'<html>login</html>'),
+         (skipped, 'does not answer like Prometheus')),
+        ('history: HTTP 503', raw(503, b''), (skipped, 'HTTP 503')),
+        ('history: rejected (bad_data)', _raising(standin.PromQLError(
+            'parse error: unknown function with name "avg_over_time"')),
+         (skipped, 'rejected the range query', 'unknown function')),
+        ('history: too many samples', _raising(standin.PromQLError(
+            'query processing would load too many samples into memory in '
+            'query execution', 'execution', 422)),
+         (skipped, 'too many samples')),
+    ]
+    for label, spoil in (
+            ('NaN', lambda t: [t, 'NaN']), ('+Inf', lambda t: [t, '+Inf']),
+            ('1e400', lambda t: [t, 10 ** 400]), ('5', lambda t: [t, '5']),
+            ('a word', lambda t: [t, 'lots']),
+            ('a mapping', lambda t: [t, {'a': 1}]),
+            ('a time that is text', lambda t: [str(t), '0.3']),
+            ('a time off the grid', lambda t: [t + 17.5, '0.3']),
+            ('one number', lambda t: [t]), ('null', lambda t: None)):
+        cases.append(('history: hv2\'s CPU points %s' % label,
+                      HistoryAnswer(spoil), ('Plan: ',)))
+    return cases
 
 
 def gen_target_files(rng, count):
@@ -2355,6 +2440,7 @@ def run_case(case, directory, raw):
         cloud = standin.StandIn(
             cloud_doc(), password=KEYSTONE_PASSWORD,
             prometheus=prom if callable(prom) else None)
+        cloud.prometheus_range = case.cloud.prometheus_range
         if case.cloud.corrupt is not None:
             case.cloud.corrupt(cloud)
         cloud.start()

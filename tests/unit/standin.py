@@ -424,7 +424,10 @@ class StandIn:
     all_projects. roles: without 'admin', Nova's admin APIs answer 403.
     max_limit: Nova's [api] max_limit, the page size of its listings.
     prometheus: a function promql -> [(labels, value)], or None for no
-    series; prometheus_names: the metric names its label values API
+    series; prometheus_range: a function (promql, start, end, step) ->
+    [(labels, [(time, value)])] for range queries, or (status, body bytes)
+    answered as is; None: the instant answer at every time of the range.
+    prometheus_names: the metric names its label values API
     lists. child_providers: {hypervisor name: [{'name', 'inventories',
     'allocations': {consumer: {rc: amount}}, 'traits'}]}, nested Placement
     providers. Glance serves the snapshot's images (one it records as
@@ -475,6 +478,7 @@ class StandIn:
         self.not_in_catalog = set()
         self.max_limit = max_limit
         self.prometheus = prometheus
+        self.prometheus_range = None
         self.prometheus_names = list(prometheus_names)
         self.migration_outcome = migration_outcome
         self.latency = latency
@@ -994,6 +998,8 @@ class StandIn:
             'prometheus': [
                 ('GET', '/api/v1/query', self._prom_query, False),
                 ('POST', '/api/v1/query', self._prom_query, False),
+                ('GET', '/api/v1/query_range', self._prom_query_range,
+                 False),
                 ('GET', '/api/v1/label/{id}/values', self._prom_values,
                  False),
             ],
@@ -2376,6 +2382,45 @@ class StandIn:
             'result': [{'metric': dict(labels),
                         'value': [now, _prom_value(value)]}
                        for labels, value in samples]}}
+
+    def _prom_query_range(self, req):
+        query = req.param('query')
+        try:
+            start, end, step = (float(req.param(k)) for k in (
+                'start', 'end', 'step'))
+        except (TypeError, ValueError):
+            raise _Fail(400, 'invalid parameter "start", "end" or "step"') \
+                from None
+        if not query or step <= 0 or end < start:
+            raise _Fail(400, 'invalid parameter "query", or a range that '
+                        'is none')
+        if (end - start) / step > 11000:  # Prometheus' own limit
+            return 400, {'status': 'error', 'errorType': 'bad_data',
+                         'error': 'exceeded maximum resolution of 11,000 '
+                                  'points per timeseries. Try decreasing '
+                                  'the query resolution (?step=XX)'}
+        times = [round(start + k * step, 3)
+                 for k in range(int((end - start) // step) + 1)]
+        function = self.prometheus_range
+        try:
+            if function is None:
+                series = [(labels, [(t, value) for t in times])
+                          for labels, value in (self.prometheus(query)
+                                                if self.prometheus else [])]
+            else:
+                series = function(query, start, end, step)
+        except PromQLError as exc:
+            return exc.status, {'status': 'error',
+                                'errorType': exc.error_type,
+                                'error': str(exc)}
+        if isinstance(series, tuple):  # an answer no Prometheus gives
+            return series
+        return {'status': 'success', 'data': {
+            'resultType': 'matrix',
+            'result': [{'metric': dict(labels),
+                        'values': [[t, _prom_value(value)]
+                                   for t, value in points]}
+                       for labels, points in series]}}
 
     def _prom_values(self, req, label):
         # Only metric names are asked for, and matched by name only.

@@ -10,6 +10,7 @@ PromQL itself is run by a real Prometheus in the functional tests.
 import re
 import time
 import unittest
+from unittest import mock
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import coverage
@@ -19,6 +20,7 @@ from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
 from osc_leveller.core import guard
 from osc_leveller.core import model
+from osc_leveller.core import skill
 from osc_leveller.core import snapshot as snapshot_io
 
 REFS = [hostmatch.HostRef('hv01.example.net', 'hv01', '10.0.0.11'),
@@ -42,6 +44,7 @@ class FakeClient:
         self.names = list(names)
         self.fail = fail
         self.asked = []
+        self.ranges = []  # (promql, start, end, step) of range queries
 
     def query(self, promql):
         self.asked.append(promql)
@@ -50,6 +53,11 @@ class FakeClient:
         for key, samples in self.answers:
             if key in promql:
                 return [(dict(labels), value) for labels, value in samples]
+        return []
+
+    def query_range(self, promql, start, end, step):
+        """No history: every range query answers no series."""
+        self.ranges.append((promql, start, end, step))
         return []
 
     def label_values(self, label, pattern):
@@ -570,7 +578,7 @@ class LastingClient(FakeClient):
             self.asked.append(promql)
             inner, _, period = promql[len('avg_over_time(('):].rpartition(
                 ')[')
-            if period != '3h:])':
+            if period != '3h:1m])':
                 raise AssertionError('not over 3h: %s' % promql)
             return self.lasting.query(inner)
         return super().query(promql)
@@ -664,8 +672,8 @@ class ForecastClient(FakeClient):
         if 'offset' not in promql:
             return super().query(promql)
         self.asked.append(promql)
-        terms = re.findall(r'avg_over_time\(\((.*?)\)\[1h:\] offset (\d+)s\)',
-                           promql)
+        terms = re.findall(
+            r'avg_over_time\(\((.*?)\)\[1h:1m\] offset (\d+)s\)', promql)
         divisor = re.search(r'\) / (\d+)$', promql)
         totals = None
         for inner, offset in terms:
@@ -710,8 +718,8 @@ class TestForecast(unittest.TestCase):
         # Each host query and each server query, once.
         self.assertEqual(4 + 3, len(asked))
         self.assertTrue(all(q.endswith(') / 2') for q in asked), asked)
-        self.assertTrue(all('[1h:] offset 82800s) + avg_over_time' in q
-                            and '[1h:] offset 169200s)' in q
+        self.assertTrue(all('[1h:1m] offset 82800s) + avg_over_time' in q
+                            and '[1h:1m] offset 169200s)' in q
                             for q in asked), asked)
         document = {'source': {}, 'hypervisors': [
             {'name': n} for n in NAMES], 'servers': [{'id': 's1'}]}
@@ -741,7 +749,7 @@ class TestForecast(unittest.TestCase):
              forecast=model.Forecast('30m', 1, 0.5))
         asked = [q for q in client.asked if 'offset' in q]
         self.assertTrue(all(q.startswith('avg_over_time((') and
-                            q.endswith(')[30m:] offset 84600s)')
+                            q.endswith(')[30m:1m] offset 84600s)')
                             for q in asked), asked)
 
     def test_not_asked_without_the_setting(self):
@@ -749,6 +757,266 @@ class TestForecast(unittest.TestCase):
         reading = read(client, {'s1': 'hv01.example.net'})
         self.assertFalse([q for q in client.asked if 'offset' in q])
         self.assertIsNone(reading.forecast)
+
+
+class HistoryClient(FakeClient):
+    """Answers the history's range queries as Prometheus would: for each
+    part label_replace(Q, "leveller_history", "PART", "", "") of a query
+    and each target, a series with value(part, instance, time) at start,
+    start + step, ... end (None: no point then); extra: more series, as
+    they are, with the query of their part (others with each query);
+    fail: raised instead. Anything else as FakeClient."""
+
+    def __init__(self, answers, value, extra=(), fail=None):
+        super().__init__(answers)
+        self.value, self.extra, self.range_fail = value, extra, fail
+
+    def query_range(self, promql, start, end, step):
+        self.ranges.append((promql, start, end, step))
+        if self.range_fail:
+            raise self.range_fail
+        times = [start + k * step
+                 for k in range(int((end - start) // step) + 1)]
+        found = []
+        parts = re.findall(r'"%s", "(\w+)"' % measure.HISTORY_LABEL, promql)
+        for part in parts:
+            for target in KOLLA:
+                points = [(t, self.value(part, target['instance'], t))
+                          for t in times]
+                points = [(t, v) for t, v in points if v is not None]
+                if points:  # Prometheus has no series without points
+                    found.append(({'instance': target['instance'],
+                                   'job': target['job'],
+                                   measure.HISTORY_LABEL: part}, points))
+        self.asked.append('range %s' % promql)
+        # Extra series of a part asked come with it; others with both.
+        known = {'%s_%s' % (figure, kind) for figure in ('cpu', 'ram')
+                 for kind in ('now', 'lasting', 'actual')}
+        return found + [(dict(labels), list(points))
+                        for labels, points in self.extra
+                        if labels.get(measure.HISTORY_LABEL) in parts or
+                        labels.get(measure.HISTORY_LABEL) not in known]
+
+
+class TestHistory(unittest.TestCase):
+    """With forecast_days, the hosts' CPU and RAM on a grid of the period
+    ahead, that the forecast's skill is measured on (core/skill.py)."""
+
+    END = 1800000000  # the read's time, in whole seconds
+    HOUR = 3600
+
+    @staticmethod
+    def value(part, instance, t):
+        """Each point tells its part, target and time: 0.KPPTTT."""
+        target = int(instance.split('.')[3].split(':')[0]) - 10
+        kind = ('now', 'actual', 'lasting').index(part.split('_', 1)[1])
+        return target / 10 + kind / 100 + \
+            (TestHistory.END - t) / TestHistory.HOUR / 1e5 + \
+            (0.005 if part.startswith('ram') else 0.0)
+
+    def read(self, client, forecast=model.Forecast('1h', 2, 0.5), **kwargs):
+        with mock.patch.object(measure.time, 'time',
+                               return_value=self.END + 0.7):
+            return read(client, forecast=forecast, **kwargs)
+
+    def client(self, **kwargs):
+        return HistoryClient(node_answers(KOLLA), self.value, **kwargs)
+
+    def test_the_grid_and_the_two_queries(self):
+        client = self.client()
+        reading = self.read(client)
+        # Two days scored: now at each hour of them; actual (the hour
+        # before each time) from two days before their first hour + 1 on.
+        [recent, past] = client.ranges
+        hour = self.HOUR
+        self.assertEqual((self.END - 48 * hour, self.END - hour, hour),
+                         recent[1:])
+        self.assertEqual((self.END - 95 * hour, self.END, hour), past[1:])
+        cpu = '1 - avg by (instance, job, hostname) (rate(' \
+              'node_cpu_seconds_total{mode="idle"}[1m]))'
+        ram = '1 - node_memory_MemAvailable_bytes / ' \
+              'node_memory_MemTotal_bytes'
+        self.assertEqual(
+            'label_replace(%s, "leveller_history", "cpu_now", "", "") or '
+            'label_replace(%s, "leveller_history", "ram_now", "", "")' % (
+                cpu, ram), recent[0])
+        self.assertEqual(
+            'label_replace(avg_over_time((%s)[1h:1m]), "leveller_history", '
+            '"cpu_actual", "", "") or label_replace(avg_over_time((%s)'
+            '[1h:1m]), "leveller_history", "ram_actual", "", "")' % (
+                cpu, ram), past[0])
+        history = reading.history
+        self.assertEqual(3600.0, history.step)
+        self.assertIsNone(history.lasting)
+        self.assertEqual({'cpu', 'ram'}, set(history.now))
+        self.assertEqual({'cpu', 'ram'}, set(history.actual))
+        # Index i is the read's time + i hours.
+        for figure in ('cpu', 'ram'):
+            for k, name in enumerate(NAMES):
+                instance = KOLLA[k]['instance']
+                self.assertEqual(
+                    {i: self.value(figure + '_now', instance,
+                                   self.END + i * hour)
+                     for i in range(-48, 0)},
+                    history.now[figure][name])
+                self.assertEqual(
+                    {i: self.value(figure + '_actual', instance,
+                                   self.END + i * hour)
+                     for i in range(-95, 1)},
+                    history.actual[figure][name])
+        # Asked after the forecast's queries, before the guard's.
+        order = [q.split(' ')[0] if q.startswith('range ') else
+                 'guard' if measure.GUARD_LABEL in q else
+                 'ahead' if 'offset' in q else '' for q in client.asked]
+        self.assertEqual(['ahead'] * 4 + ['range'] * 2 + ['guard'],
+                         [q for q in order if q])
+
+    def test_the_days_scored_are_seven_at_most_and_lasting(self):
+        client = self.client()
+        reading = self.read(client, forecast=model.Forecast('1h', 10, 0.5),
+                            lasting='3h')
+        [recent, past] = client.ranges
+        hour = self.HOUR
+        self.assertEqual((self.END - 168 * hour, self.END - hour),
+                         recent[1:3])
+        self.assertEqual((self.END - (167 + 240) * hour, self.END),
+                         past[1:3])
+        self.assertIn('label_replace(avg_over_time((1 - avg by (instance, '
+                      'job, hostname) (rate(node_cpu_seconds_total{mode='
+                      '"idle"}[1m])))[3h:1m]), "leveller_history", '
+                      '"cpu_lasting", "", "")', recent[0])
+        self.assertEqual(4, recent[0].count('label_replace'))
+        self.assertEqual(
+            {i: self.value('ram_lasting', KOLLA[1]['instance'],
+                           self.END + i * hour) for i in range(-168, 0)},
+            reading.history.lasting['ram']['hv02.example.net'])
+
+    def test_steps_that_do_not_divide_a_day(self):
+        # 7 minutes: 205 steps in a day (205.7), a day back is 206 steps,
+        # as core/skill.py rounds it.
+        client = self.client()
+        self.read(client, forecast=model.Forecast('7m', 1, 0.5))
+        [recent, past] = client.ranges
+        self.assertEqual((self.END - 205 * 420, self.END - 420, 420),
+                         recent[1:])
+        self.assertEqual((self.END - (204 + 206) * 420, self.END, 420),
+                         past[1:])
+        self.assertIn('[7m:1m]', past[0])
+
+    def test_the_resolution_of_the_means(self):
+        for window, period, resolution in (
+                ('5m', '1h', '5m'), ('5m', '10m', '5m'), ('5m', '45m', '5m'),
+                ('7m', '1h', '400s'), ('30s', '10s', '10s'),
+                ('1m', '1500ms', '1500ms'), ('2m', '1h30m', '2m'),
+                ('5m', '1h1s', '277s'),
+                ('7m', '1h1s', '400111ms')):
+            reader = measure.Reader(None, window=window)
+            self.assertEqual('avg_over_time((up)[%s:%s])' % (
+                period, resolution), reader._mean('up', period), window)
+
+    def test_series_that_say_nothing_are_left_out(self):
+        nan = float('nan')
+        hv01, hv02 = (dict(KOLLA[k], **{measure.HISTORY_LABEL: 'cpu_now'})
+                      for k in (0, 1))
+        end, hour = self.END, self.HOUR
+        client = self.client(extra=[
+            # hv02 twice (a second series of its target): neither.
+            (dict(hv02, cpu='1'), [(end - hour, .5)]),
+            # Not a hypervisor's target, a part of no figure, no part.
+            (dict(hv01, instance='10.9.9.9:9100'), [(end - hour, .5)]),
+            (dict(hv01, **{measure.HISTORY_LABEL: 'cpu_bogus'}),
+             [(end - hour, .5)]),
+            ({'instance': '10.0.0.11:9100', 'job': 'node'},
+             [(end - hour, .5)])])
+
+        def value(part, instance, t):
+            if instance == '10.0.0.11:9100' and part == 'cpu_now':
+                # Off the grid, not a fraction: left out.
+                return {end - hour: nan, end - 2 * hour: 1.5,
+                        end - 3 * hour: -0.5}.get(t, .25)
+            return .25
+        client.value = value
+        client.answers = node_answers(KOLLA, cpu=[.5, .5, nan])
+        reading = self.read(client)
+        history = reading.history
+        self.assertEqual({i: .25 for i in range(-48, -3)},
+                         history.now['cpu']['hv01.example.net'])
+        # hv03 has no figures now (NaN): no history either.
+        self.assertEqual({'hv01.example.net'}, set(history.now['cpu']))
+        self.assertEqual({'hv01.example.net', 'hv02.example.net'},
+                         set(history.actual['cpu']))
+        self.assertEqual({'hv01.example.net', 'hv02.example.net'},
+                         set(history.now['ram']))
+
+    def test_points_off_the_grid_or_the_range_are_left_out(self):
+        hv01 = dict(KOLLA[0], **{measure.HISTORY_LABEL: 'ram_actual'})
+        end, hour = self.END, self.HOUR
+        client = self.client()
+        client.value = lambda part, instance, t: None if \
+            part == 'ram_actual' and instance == hv01['instance'] else .5
+        client.extra = [(hv01, [(end - 100 * hour, .5), (end + hour, .5),
+                                (end - hour + 30, .5), (end - hour, .75),
+                                (end - 95 * hour, .5)])]
+        reading = self.read(client)
+        self.assertEqual({-1: .75, -95: .5},
+                         reading.history.actual['ram']['hv01.example.net'])
+
+    def test_a_failure_is_a_note_and_no_weight(self):
+        for error in (
+                prometheus.PrometheusError(
+                    "Prometheus at http://p rejected the range query 'x': "
+                    "parse error"),
+                prometheus.Unreachable(
+                    "Prometheus at http://p answered the range query 'x' "
+                    "with 600 MiB, more than the 512 MiB of the setting "
+                    "prometheus.max_answer_mb")):
+            client = self.client(fail=error)
+            reading = self.read(client, servers={'s1': 'hv01.example.net'})
+            self.assertIsNone(reading.history)
+            self.assertIsNone(reading.unreachable)
+            self.assertIn('forecast skill not measured: %s: the forecast '
+                          'gets no weight' % error, reading.notes)
+            # The rest of the reading is all there.
+            self.assertEqual(3, len(reading.hosts))
+            self.assertEqual(3, len(reading.forecast_hosts))
+            self.assertIsNotNone(reading.guard)
+            self.assertEqual(1, len(client.ranges))
+
+    def test_not_asked_without_forecast_or_cpu_and_ram(self):
+        client = self.client()
+        reading = read(client, lasting='3h')
+        self.assertEqual([], client.ranges)
+        self.assertIsNone(reading.history)
+        client = self.client()
+        reading = self.read(client, queries={
+            'cpu_pressure': measure.HOST_QUERIES['cpu_pressure'],
+            'cpu_steal': 'rate(node_cpu_steal[1m])'})
+        self.assertEqual([], client.ranges)
+        self.assertIsNone(reading.history)
+        # Only RAM: only RAM's history.
+        client = self.client()
+        reading = self.read(client, queries={
+            'ram': measure.HOST_QUERIES['ram']})
+        self.assertEqual(['ram_now'], re.findall(r'"(\w+_now)"',
+                                                 client.ranges[0][0]))
+        self.assertEqual({'ram'}, set(reading.history.now))
+
+    def test_the_skill_is_measured_on_it(self):
+        # Load that repeats from day to day: the forecast from the same
+        # hour of past days is exact where the hour now misses.
+        def value(part, instance, t):
+            busy = 8 <= int(t // 3600) % 24 < 18
+            return .2 + (.6 if busy and instance.startswith('10.0.0.11')
+                         else 0.0)
+        client = self.client()
+        client.value = value
+        reading = self.read(client)
+        found = skill.errors(reading.history, {n: 'az1' for n in NAMES}, 2)
+        self.assertEqual(set(NAMES), set(found))
+        errors = found['hv01.example.net']['cpu']
+        self.assertEqual(48, errors.points)
+        self.assertAlmostEqual(0.0, errors.ahead)
+        self.assertGreater(errors.now, 0.1)
 
 
 class GuardClient(FakeClient):

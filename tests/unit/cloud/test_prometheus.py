@@ -5,6 +5,7 @@ import json
 import threading
 import unittest
 import urllib.parse
+from unittest import mock
 
 from osc_leveller.cloud import prometheus
 
@@ -156,6 +157,196 @@ class PrometheusTest(unittest.TestCase):
             client.label_values('__name__', 'x')
         self.assertIn('answered the label values of __name__ with dict, not '
                       'a list', str(ctx.exception))
+
+
+class FakeRange(http.server.BaseHTTPRequestHandler):
+    """/api/v1/query_range as Prometheus answers it: the points of each
+    series in `series` ({labels: function of time}) from start to end by
+    step; more than MOST_POINTS points is refused, as Prometheus does.
+    `answer`, when set, is the body of every answer instead."""
+    series = {}
+    answer = None
+    status = 200
+    most_samples = None  # Prometheus' --query.max-samples
+    asked = []
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        params = {k: v[0] for k, v in urllib.parse.parse_qs(
+            url.query).items()}
+        self.asked.append((url.path, params))
+        params['authorization'] = self.headers.get('Authorization')
+        start, end, step = (float(params[k]) for k in ('start', 'end',
+                                                       'step'))
+        points = int((end - start) // step) + 1
+        if (end - start) / step > prometheus.MOST_POINTS:
+            status, body = 400, {
+                'status': 'error', 'errorType': 'bad_data',
+                'error': 'exceeded maximum resolution of 11,000 points '
+                         'per timeseries'}
+        elif self.most_samples and \
+                points * len(self.series) > self.most_samples:
+            status, body = 422, {
+                'status': 'error', 'errorType': 'execution',
+                'error': 'query processing would load too many samples '
+                         'into memory in query execution'}
+        else:
+            times = [start + k * step
+                     for k in range(int((end - start) // step) + 1)]
+            status, body = self.status, self.answer or {
+                'status': 'success', 'data': {
+                    'resultType': 'matrix', 'result': [
+                        {'metric': dict(labels),
+                         'values': [[t, str(f(t))] for t in times]}
+                        for labels, f in self.series.items()]}}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def matrix(*series):
+    return {'status': 'success', 'data': {
+        'resultType': 'matrix',
+        'result': [{'metric': labels, 'values': values}
+                   for labels, values in series]}}
+
+
+class TestQueryRange(unittest.TestCase):
+    HV1 = (('instance', 'hv1:9100'), ('job', 'node'))
+    HV2 = (('instance', 'hv2:9100'), ('job', 'node'))
+
+    def setUp(self):
+        FakeRange.series = {self.HV1: lambda t: t / 1e6,
+                            self.HV2: lambda t: 0.5}
+        FakeRange.answer, FakeRange.asked = None, []
+        FakeRange.status, FakeRange.most_samples = 200, None
+        self.client = prometheus.Client(serve(self, FakeRange), retries=0)
+
+    def test_points_from_start_to_end_by_step(self):
+        found = self.client.query_range('up', 1000, 1300, 100)
+        self.assertEqual([
+            ({'instance': 'hv1:9100', 'job': 'node'},
+             [(1000.0, .001), (1100.0, .0011), (1200.0, .0012),
+              (1300.0, .0013)]),
+            ({'instance': 'hv2:9100', 'job': 'node'},
+             [(t, .5) for t in (1000.0, 1100.0, 1200.0, 1300.0)])], found)
+        self.assertEqual([('/api/v1/query_range', {
+            'query': 'up', 'start': '1000', 'end': '1300', 'step': '100',
+            'authorization': None})], FakeRange.asked)
+
+    def test_credentials_are_sent_and_never_shown(self):
+        FakeRange.status, FakeRange.answer = 401, {'status': 'error'}
+        for client in (prometheus.Client(self.client.url, token='s3cret',
+                                         retries=0),
+                       prometheus.Client(self.client.url, username='lev',
+                                         password='s3cret', retries=0)):
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                client.query_range('up', 0, 10, 1)
+            self.assertIn('refused the credentials (HTTP 401)',
+                          str(ctx.exception))
+            self.assertNotIn('s3cret', str(ctx.exception))
+        self.assertEqual(['Bearer s3cret', 'Basic bGV2OnMzY3JldA=='],
+                         [p['authorization'] for _, p in FakeRange.asked])
+
+    def test_a_long_range_is_asked_in_parts_and_joined(self):
+        # 25 points at 10 a part: 3 requests, each within the limit, the
+        # series joined in time order, no point twice.
+        with mock.patch.object(prometheus, 'MOST_POINTS', 10):
+            found = self.client.query_range('up', 0, 2400, 100)
+        self.assertEqual([('0', '900'), ('1000', '1900'), ('2000', '2400')],
+                         [(p['start'], p['end']) for _, p in FakeRange.asked])
+        self.assertEqual([float(t) for t in range(0, 2401, 100)],
+                         [t for t, _ in found[0][1]])
+        self.assertEqual(2, len(found))
+        # Prometheus' own limit, 11,000 points: a week by the minute in one.
+        FakeRange.asked = []
+        found = self.client.query_range('up', 0, 7 * 86400 - 60, 60)
+        self.assertEqual(1, len(FakeRange.asked))
+        self.assertEqual(7 * 1440, len(found[0][1]))
+        FakeRange.asked = []
+        found = self.client.query_range('up', 0, 14 * 86400, 60)
+        self.assertEqual(2, len(FakeRange.asked))
+        self.assertEqual(14 * 1440 + 1, len(found[1][1]))
+        self.assertEqual(sorted(set(found[1][1])), found[1][1])
+
+    def test_a_range_over_the_samples_prometheus_allows_is_halved(self):
+        # 2 series, at most 20 samples a query: 25 points fail, then 13,
+        # 7 pass; no point lost or twice.
+        FakeRange.most_samples = 20
+        found = self.client.query_range('up', 0, 24, 1)
+        self.assertEqual(
+            [('0', '24'), ('0', '12'), ('0', '6'), ('7', '12'),
+             ('13', '24'), ('13', '18'), ('19', '24')],
+            [(p['start'], p['end']) for _, p in FakeRange.asked])
+        self.assertEqual([[float(t) for t in range(25)]] * 2,
+                         [[t for t, _ in points] for _, points in found])
+        # Not even one point passes: Prometheus' error, once halved down
+        # to one point (4, 2, 1).
+        FakeRange.most_samples, FakeRange.asked = 1, []
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            self.client.query_range('up', 0, 3, 1)
+        self.assertIn('rejected the range query \'up\': query processing '
+                      'would load too many samples', str(ctx.exception))
+        self.assertEqual([('0', '3'), ('0', '1'), ('0', '0')],
+                         [(p['start'], p['end'])
+                          for _, p in FakeRange.asked])
+
+    def test_a_step_of_milliseconds(self):
+        self.client.query_range('up', 10, 11.5, 0.5)
+        self.assertEqual(('10', '11.500', '0.500'), tuple(
+            FakeRange.asked[0][1][k] for k in ('start', 'end', 'step')))
+        self.assertEqual([], self.client.query_range('up', 10, 9, 1))
+
+    def test_points_that_are_no_numbers_are_left_out(self):
+        FakeRange.answer = matrix(({'instance': 'hv1'}, [
+            [1, '0.5'], [2, 'NaN'], [3, '+Inf'], [4, '-Inf'], [5, 'lots'],
+            [6, None], [7, {'a': 1}], ['8', '0.5'], [True, '0.5'],
+            [9, 10 ** 400], [10], [11, '0.5', 3], 'ab', None,
+            [12, 0.25]]), ({'instance': 'hv2', 'n': 5}, []))
+        self.assertEqual([({'instance': 'hv1'}, [(1.0, .5), (12.0, .25)]),
+                          ({'instance': 'hv2'}, [])],
+                         self.client.query_range('up', 0, 12, 1))
+
+    def test_answers_that_are_no_matrix_are_errors(self):
+        for body, said in (
+                ({'status': 'success', 'data': {
+                    'resultType': 'vector', 'result': []}},
+                 'with vector, not a range of samples (matrix)'),
+                ({'status': 'success', 'data': None},
+                 'with no data, not a range of samples'),
+                (matrix(({'a': 'b'}, {'not': 'a list'})),
+                 'with a result that is not a list of series with labels'),
+                ({'status': 'success', 'data': {
+                    'resultType': 'matrix', 'result': [5]}},
+                 'with a result that is not a list of series with labels'),
+                (matrix(({'a': 'b'}, []), ({'a': 'b', 'n': 1}, [])),
+                 'with two series of the same labels (a=b)'),
+                (['not', 'prometheus'], 'does not answer like Prometheus')):
+            FakeRange.answer = body
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                self.client.query_range('up', 0, 10, 1)
+            self.assertIn(said, str(ctx.exception))
+            self.assertNotIsInstance(ctx.exception, prometheus.Unreachable)
+
+    def test_the_cap_holds_for_the_parts_together(self):
+        # Each part about 0.4 MiB: the third is over a cap of 1 MiB.
+        FakeRange.series = {(('instance', 'hv%d' % i),): lambda t: 0.5
+                            for i in range(100)}
+        client = prometheus.Client(self.client.url, retries=0,
+                                   max_answer_mb=1)
+        with mock.patch.object(prometheus, 'MOST_POINTS', 300):
+            client.query_range('up', 0, 599, 1)
+            with self.assertRaises(prometheus.Unreachable) as ctx:
+                client.query_range('up', 0, 899, 1)
+        self.assertRegex(str(ctx.exception), r"answered the range query 'up' "
+                         r"with 2 MiB, more than the 1 MiB of the setting "
+                         r"prometheus.max_answer_mb$")
 
 
 class Flood(http.server.BaseHTTPRequestHandler):

@@ -511,6 +511,35 @@ class TestPrometheus(unittest.TestCase):
             self.assertEqual(3, cloud.counts[
                 'prometheus', 'GET', '/api/v1/query'])
 
+    def test_range_queries(self):
+        with standin.StandIn(small_cloud(), prometheus=lambda q: [
+                ({'hypervisor': 'hv1'}, 0.5)] if q == 'up' else []) as cloud:
+            client = prometheus.Client(cloud.prometheus_url, retries=0)
+            # Default: the instant answer at every time of the range.
+            self.assertEqual([({'hypervisor': 'hv1'}, [
+                (100.0, .5), (160.0, .5), (220.0, .5)])],
+                client.query_range('up', 100, 250, 60))
+            self.assertEqual([], client.query_range('down', 100, 250, 60))
+            # Past 11,000 points, Prometheus' error: the client asks in
+            # parts.
+            response = requests.get(
+                cloud.prometheus_url + '/api/v1/query_range', params={
+                    'query': 'up', 'start': 0, 'end': 11001, 'step': 1})
+            self.assertEqual(400, response.status_code)
+            self.assertIn('exceeded maximum resolution',
+                          response.json()['error'])
+            self.assertEqual(11002, len(client.query_range(
+                'up', 0, 11001, 1)[0][1]))
+            cloud.prometheus_range = lambda q, start, end, step: [
+                ({'hypervisor': 'hv2'}, [(end, float('nan')), (end, 0.25)])]
+            self.assertEqual([({'hypervisor': 'hv2'}, [(220.0, .25)])],
+                             client.query_range('up', 100, 250, 60))
+            cloud.prometheus_range = lambda *args: (200, b'{"status": 1}')
+            with self.assertRaises(prometheus.PrometheusError) as ctx:
+                client.query_range('up', 100, 250, 60)
+            self.assertIn('does not answer like Prometheus (HTTP 200 on '
+                          '/api/v1/query_range)', str(ctx.exception))
+
     def test_metrics_reach_the_snapshot(self):
         # kolla-ansible's labels: instance is Nova's host_ip and a port.
         loads = {'192.0.2.2:9100': 0.9, '192.0.2.3:9100': 0.2,
