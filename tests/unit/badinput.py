@@ -2053,7 +2053,7 @@ def _history_answers():
             ('a time off the grid', lambda t: [t + 17.5, '0.3']),
             ('one number', lambda t: [t]), ('null', lambda t: None)):
         cases.append(('history: hv2\'s CPU points %s' % label,
-                      HistoryAnswer(spoil), ('Plan: ',)))
+                      HistoryAnswer(spoil), ('Plan: ', 'Forecast: ')))
     return cases
 
 
