@@ -264,24 +264,26 @@ class Client:
                     '(%s)' % (self.url, what, ', '.join(
                         '%s=%s' % pair for pair in key)[:200]))
             seen.add(key)
-            points = (_point(point) for point in item.get('values', []))
-            found.append((labels, [p for p in points if p is not None]))
+            found.append((labels, _points(item.get('values', []))))
         return found
 
 
-def _point(point):
-    """(time, value) of a [time, "value"] pair, or None: a pair of another
-    shape, or a time or value that is no finite number."""
-    try:
-        time, value = point
-        if isinstance(time, bool) or not isinstance(time, (int, float)):
-            return None
-        time, value = float(time), float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if math.isfinite(time) and math.isfinite(value):
-        return time, value
-    return None
+def _points(pairs):
+    """[(time, value)] of [time, "value"] pairs, leaving out a pair of
+    another shape, or whose time or value is no finite number. (One loop:
+    a week's history by the minute is millions of points.)"""
+    found = []
+    for pair in pairs:
+        try:
+            time, value = pair
+            if type(time) not in (int, float):  # a bool, text, ...
+                continue
+            time, value = float(time), float(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isfinite(time) and math.isfinite(value):
+            found.append((time, value))
+    return found
 
 
 def _time(seconds):
