@@ -29,6 +29,10 @@ class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
 
 
+class TimedOut(Unreachable):
+    """No answer within prometheus.timeout: a heavy query may need more."""
+
+
 class TooManySamples(Unreachable):
     """The query would hold more samples than Prometheus allows
     (--query.max-samples): a shorter range may pass."""
@@ -124,7 +128,7 @@ class Client:
     def _get(self, path, params, what, spent=0):
         """(response, its body as bytes): at most max_answer_mb MiB with
         the spent bytes of the answer's parts before."""
-        last = None
+        last, kind = None, Unreachable
         for _ in range(self.retries + 1):
             try:
                 response = self.session.get(self.url + path, params=params,
@@ -132,7 +136,10 @@ class Client:
             except requests.RequestException as exc:
                 last = 'cannot reach Prometheus at %s: %s' % (
                     self.url, type(exc).__name__)
+                kind = TimedOut if isinstance(exc, requests.ReadTimeout) \
+                    else Unreachable
                 continue
+            kind = Unreachable
             with response:
                 if response.status_code >= 500:
                     last = 'Prometheus at %s answered HTTP %d' % (
@@ -143,7 +150,7 @@ class Client:
                 except requests.RequestException as exc:
                     last = 'Prometheus at %s broke off its answer: %s' % (
                         self.url, type(exc).__name__)
-        raise Unreachable(last)
+        raise kind(last)
 
     def _read(self, response, what, spent=0):
         """The body, read until the cap: an answer over it is refused
