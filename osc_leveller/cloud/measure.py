@@ -320,8 +320,11 @@ class Reader:
                 end - step, step) + self.client.query_range(
                 _tagged(past, HISTORY_LABEL), end - back * step, end, step)
         except prometheus.PrometheusError as exc:
-            reading.notes.append('forecast skill not measured: %s: the '
-                                 'forecast gets no weight' % exc)
+            slow = ' (its history takes Prometheus longer than '\
+                'prometheus.timeout on a large cloud)' \
+                if isinstance(exc, prometheus.TimedOut) else ''
+            reading.notes.append('forecast skill not measured: %s%s: the '
+                                 'forecast gets no weight' % (exc, slow))
             return None
         seen = collections.defaultdict(list)  # (kind, figure, name): series
         for labels, points in found:

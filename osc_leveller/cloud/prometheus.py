@@ -29,6 +29,10 @@ class Unreachable(PrometheusError):
     """No answer at all: the caller may fall back to allocations."""
 
 
+class TimedOut(Unreachable):
+    """No answer within prometheus.timeout: a heavy query may need more."""
+
+
 class TooManySamples(Unreachable):
     """The query would hold more samples than Prometheus allows
     (--query.max-samples): a shorter range may pass."""
@@ -124,7 +128,7 @@ class Client:
     def _get(self, path, params, what, spent=0):
         """(response, its body as bytes): at most max_answer_mb MiB with
         the spent bytes of the answer's parts before."""
-        last = None
+        last, kind = None, Unreachable
         for _ in range(self.retries + 1):
             try:
                 response = self.session.get(self.url + path, params=params,
@@ -132,7 +136,10 @@ class Client:
             except requests.RequestException as exc:
                 last = 'cannot reach Prometheus at %s: %s' % (
                     self.url, type(exc).__name__)
+                kind = TimedOut if isinstance(exc, requests.ReadTimeout) \
+                    else Unreachable
                 continue
+            kind = Unreachable
             with response:
                 if response.status_code >= 500:
                     last = 'Prometheus at %s answered HTTP %d' % (
@@ -143,7 +150,7 @@ class Client:
                 except requests.RequestException as exc:
                     last = 'Prometheus at %s broke off its answer: %s' % (
                         self.url, type(exc).__name__)
-        raise Unreachable(last)
+        raise kind(last)
 
     def _read(self, response, what, spent=0):
         """The body, read until the cap: an answer over it is refused
@@ -264,24 +271,26 @@ class Client:
                     '(%s)' % (self.url, what, ', '.join(
                         '%s=%s' % pair for pair in key)[:200]))
             seen.add(key)
-            points = (_point(point) for point in item.get('values', []))
-            found.append((labels, [p for p in points if p is not None]))
+            found.append((labels, _points(item.get('values', []))))
         return found
 
 
-def _point(point):
-    """(time, value) of a [time, "value"] pair, or None: a pair of another
-    shape, or a time or value that is no finite number."""
-    try:
-        time, value = point
-        if isinstance(time, bool) or not isinstance(time, (int, float)):
-            return None
-        time, value = float(time), float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if math.isfinite(time) and math.isfinite(value):
-        return time, value
-    return None
+def _points(pairs):
+    """[(time, value)] of [time, "value"] pairs, leaving out a pair of
+    another shape, or whose time or value is no finite number. (One loop:
+    a week's history by the minute is millions of points.)"""
+    found = []
+    for pair in pairs:
+        try:
+            time, value = pair
+            if type(time) not in (int, float):  # a bool, text, ...
+                continue
+            time, value = float(time), float(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isfinite(time) and math.isfinite(value):
+            found.append((time, value))
+    return found
 
 
 def _time(seconds):

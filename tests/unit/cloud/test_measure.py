@@ -982,6 +982,15 @@ class TestHistory(unittest.TestCase):
             self.assertIsNotNone(reading.guard)
             self.assertEqual(1, len(client.ranges))
 
+    def test_a_timeout_says_which_setting(self):
+        error = prometheus.TimedOut(
+            'cannot reach Prometheus at http://p: ReadTimeout')
+        reading = self.read(self.client(fail=error))
+        self.assertIn('forecast skill not measured: cannot reach Prometheus '
+                      'at http://p: ReadTimeout (its history takes '
+                      'Prometheus longer than prometheus.timeout on a large '
+                      'cloud): the forecast gets no weight', reading.notes)
+
     def test_not_asked_without_forecast_or_cpu_and_ram(self):
         client = self.client()
         reading = read(client, lasting='3h')

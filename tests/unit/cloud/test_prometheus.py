@@ -3,6 +3,7 @@
 import http.server
 import json
 import threading
+import time
 import unittest
 import urllib.parse
 from unittest import mock
@@ -168,6 +169,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
     answer = None
     status = 200
     most_samples = None  # Prometheus' --query.max-samples
+    delay = 0.0  # seconds before the answer
     asked = []
 
     def do_GET(self):
@@ -176,6 +178,7 @@ class FakeRange(http.server.BaseHTTPRequestHandler):
             url.query).items()}
         self.asked.append((url.path, params))
         params['authorization'] = self.headers.get('Authorization')
+        time.sleep(self.delay)
         start, end, step = (float(params[k]) for k in ('start', 'end',
                                                        'step'))
         points = int((end - start) // step) + 1
@@ -226,6 +229,7 @@ class TestQueryRange(unittest.TestCase):
                             self.HV2: lambda t: 0.5}
         FakeRange.answer, FakeRange.asked = None, []
         FakeRange.status, FakeRange.most_samples = 200, None
+        FakeRange.delay = 0.0
         self.client = prometheus.Client(serve(self, FakeRange), retries=0)
 
     def test_points_from_start_to_end_by_step(self):
@@ -296,6 +300,21 @@ class TestQueryRange(unittest.TestCase):
         self.assertEqual([('0', '3'), ('0', '1'), ('0', '0')],
                          [(p['start'], p['end'])
                           for _, p in FakeRange.asked])
+
+    def test_no_answer_in_time_is_said_so(self):
+        # What the caller tells apart: a query that takes longer than
+        # prometheus.timeout, from a Prometheus that is not there.
+        FakeRange.delay = 1.0
+        client = prometheus.Client(self.client.url, retries=1, timeout=0.2)
+        with self.assertRaises(prometheus.TimedOut) as ctx:
+            client.query_range('up', 0, 10, 1)
+        self.assertEqual('cannot reach Prometheus at %s: ReadTimeout' %
+                         self.client.url, str(ctx.exception))
+        self.assertEqual(2, len(FakeRange.asked))
+        closed = prometheus.Client('http://127.0.0.1:9', retries=0)
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            closed.query_range('up', 0, 10, 1)
+        self.assertNotIsInstance(ctx.exception, prometheus.TimedOut)
 
     def test_a_step_of_milliseconds(self):
         self.client.query_range('up', 10, 11.5, 0.5)
