@@ -982,6 +982,18 @@ class TestHistory(unittest.TestCase):
             self.assertIsNotNone(reading.guard)
             self.assertEqual(1, len(client.ranges))
 
+    def test_a_re_check_asks_for_no_history(self):
+        # apply's re-checks keep the first read's skill: no range query.
+        client = self.client()
+        with mock.patch.object(measure.time, 'time',
+                               return_value=self.END + 0.7):
+            reading = measure.Reader(
+                client, window='1m', forecast=model.Forecast(
+                    '1h', 2, 0.5)).read(REFS, {}, guard=False)
+        self.assertIsNone(reading.history)
+        self.assertEqual([], client.ranges)
+        self.assertEqual(3, len(reading.forecast_hosts))
+
     def test_a_timeout_says_which_setting(self):
         error = prometheus.TimedOut(
             'cannot reach Prometheus at http://p: ReadTimeout')
