@@ -48,7 +48,7 @@ evaluation, not the encoding), the requests and the bytes of the answers
 (JSON, as the answer cap counts them; gzip on the wire). The history's
 size is checked (every hypervisor, every step) and the skill computed on it
 (core/skill.py). The data stays in DIR for the next run; --fresh makes it
-again.
+again. --render JSON prints a run's table again.
 """
 
 import argparse
@@ -476,7 +476,13 @@ def main(argv=None):
     parser.add_argument('--fresh', action='store_true')
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--json')
+    parser.add_argument('--render', metavar='JSON',
+                        help='print the table of a run\'s results')
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            print(table(json.load(f)['rows']))
+        return
     if shutil.which('prometheus') is None or shutil.which('promtool') is None:
         parser.error('needs prometheus and promtool on the PATH')
     rows, sizes = [], []
