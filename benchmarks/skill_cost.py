@@ -48,7 +48,7 @@ evaluation, not the encoding), the requests and the bytes of the answers
 (JSON, as the answer cap counts them; gzip on the wire). The history's
 size is checked (every hypervisor, every step) and the skill computed on it
 (core/skill.py). The data stays in DIR for the next run; --fresh makes it
-again.
+again. --render JSON prints a run's table again.
 """
 
 import argparse
@@ -73,6 +73,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from osc_leveller.cloud import hostmatch  # noqa: E402
 from osc_leveller.cloud import measure  # noqa: E402
 from osc_leveller.cloud import prometheus  # noqa: E402
+from osc_leveller.core import config  # noqa: E402
 from osc_leveller.core import model  # noqa: E402
 from osc_leveller.core import skill  # noqa: E402
 
@@ -266,7 +267,10 @@ class Counting(prometheus.Client):
     answers and the time until Prometheus' answer began."""
 
     def reset(self):
+        """Counts from zero, and no connection kept from the run before
+        (a cron run is a new process; Prometheus closes idle ones)."""
         self.requests, self.bytes, self.server = 0, 0, 0.0
+        self.session.close()
 
     def _read(self, response, what, *args):
         body = super()._read(response, what, *args)
@@ -476,7 +480,15 @@ def main(argv=None):
     parser.add_argument('--fresh', action='store_true')
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--json')
+    parser.add_argument('--merge', action='store_true',
+                        help='keep the other sizes\' results in --json')
+    parser.add_argument('--render', metavar='JSON',
+                        help='print the table of a run\'s results')
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            print(table(json.load(f)['rows']))
+        return
     if shutil.which('prometheus') is None or shutil.which('promtool') is None:
         parser.error('needs prometheus and promtool on the PATH')
     rows, sizes = [], []
@@ -511,16 +523,40 @@ def main(argv=None):
             for f in files) / 2 ** 20, 1)
         sizes.append(meta)
         if args.json:  # after each size: a long run keeps what it has
-            with open(args.json, 'w') as f:
-                json.dump({'date': datetime.date.today().isoformat(),
-                           'machine': {'cpus': os.cpu_count(),
-                                       'python': platform.python_version()},
-                           'seconds': round(time.monotonic() - started),
-                           'runs': args.runs, 'forecast_days': args.days,
-                           'window': '5m', 'data': sizes, 'rows': rows},
-                          f, indent=1)
-                f.write('\n')
+            write(args.json, args, sizes, rows,
+                  time.monotonic() - started)
     print(table(rows))
+
+
+def write(path, args, sizes, rows, seconds):
+    """The results into path; with --merge, those of other sizes there
+    are kept (a size's rows and data replace its earlier ones)."""
+    found = {'data': [], 'rows': [], 'seconds': 0}
+    if args.merge and os.path.exists(path):
+        with open(path) as f:
+            found = json.load(f)
+
+    def key(item):
+        return item['hypervisors'], item['cpus'], item.get('max_samples')
+
+    def order(item):  # by size, the longer period ahead first
+        return (item['hypervisors'], item['cpus'],
+                item.get('max_samples') or 0,
+                -config.seconds(item.get('ahead', '0s')))
+    ran = {key(meta) for meta in sizes}
+    data = sorted([m for m in found['data'] if key(m) not in ran] + sizes,
+                  key=order)
+    rows = sorted([r for r in found['rows'] if key(r) not in ran] + rows,
+                  key=order)
+    with open(path, 'w') as f:
+        json.dump({'date': datetime.date.today().isoformat(),
+                   'machine': {'cpus': os.cpu_count(),
+                               'python': platform.python_version()},
+                   'seconds': round(found.get('seconds', 0) + seconds),
+                   'runs': args.runs, 'forecast_days': args.days,
+                   'window': '5m', 'data': data, 'rows': rows},
+                  f, indent=1)
+        f.write('\n')
 
 
 if __name__ == '__main__':
