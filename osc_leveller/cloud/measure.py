@@ -131,6 +131,7 @@ class Reader:
         # size; the core.guard.Reference to compare with, or None.
         self.capacity = capacity
         self.reference = reference
+        self._at = None  # the time the read's queries are evaluated at
 
     def _render(self, template):
         label = ', '.join(['instance', 'job'] + (
@@ -148,6 +149,10 @@ class Reader:
         the guard's query too (a re-check's read does not need it).
         """
         reading = Reading(read_at=time.time())
+        # Every instant query of the read is evaluated at that time: a
+        # later run's guard, asking for the figures of then, sees exactly
+        # what this read saw (not the samples scraped while it ran).
+        self._at = reading.read_at
         try:
             matcher = self._match(hypervisors, reading)
             self._hosts(matcher, hypervisors, reading)
@@ -168,6 +173,9 @@ class Reader:
         except prometheus.Unreachable as exc:
             return Reading(unreachable=str(exc))
         return reading
+
+    def _query(self, promql):
+        return self.client.query(promql, at=self._at)
 
     def _over(self, promql):
         """The query averaged over the lasting period."""
@@ -205,7 +213,7 @@ class Reader:
         matcher = hostmatch.Matcher(hypervisors, self.host_match,
                                     self.host_label, self.host_pattern)
         for name in IDENTITY:
-            samples = self.client.query(name)
+            samples = self._query(name)
             if samples:
                 reading.identity = name
                 matcher.learn(samples)
@@ -232,7 +240,7 @@ class Reader:
         pressure_seen = False
         for metric, template in self.queries.items():
             seen = collections.defaultdict(list)
-            samples = self.client.query(self._render(template))
+            samples = self._query(self._render(template))
             if not samples and metric in HOST_METRICS and reading.identity:
                 # A query that matches nothing: one reason, not N.
                 for name in names:
@@ -277,7 +285,7 @@ class Reader:
         found = collections.defaultdict(dict)
         for metric, template in self.queries.items():
             seen = collections.defaultdict(list)
-            for labels, value in self.client.query(
+            for labels, value in self._query(
                     transform(self._render(template))):
                 name = self._host_of(matcher, labels)
                 if name in reading.hosts:
@@ -379,7 +387,7 @@ class Reader:
             return [libvirt.PROFILES[self.server_profile]]
         names = set(self.client.label_values('__name__', libvirt.NAMES))
         return libvirt.detect(names, lambda: any(
-            value for _, value in self.client.query(libvirt.KUMINA_CHECK)))
+            value for _, value in self._query(libvirt.KUMINA_CHECK)))
 
     def _servers(self, matcher, servers, reading):
         found = collections.defaultdict(list)  # (id, metric): [(where, x)]
@@ -395,7 +403,7 @@ class Reader:
                 if self.forecast:
                     asked.append((ahead, self._ahead(promql)))
                 for into, query in asked:
-                    for labels, value in self.client.query(query):
+                    for labels, value in self._query(query):
                         uuid = libvirt.server_id(labels, profile)
                         fraction = _fraction(value)
                         if uuid and fraction is not None:
@@ -452,7 +460,7 @@ class Reader:
         names = {ref.name for ref in hypervisors}
         reference = self.reference
         # In milliseconds: the figures of then are the ones a run saw then.
-        offset = int(round((time.time() - reference.time) * 1000)) \
+        offset = int(round((reading.read_at - reference.time) * 1000)) \
             if reference else 0
         reading.guard = {
             'reference': snapshot_io.format_time(reference.time)
@@ -466,7 +474,7 @@ class Reader:
             return
         query = self.guard_query(reading.profiles, offset)
         try:
-            samples = self.client.query(query)
+            samples = self._query(query)
         except prometheus.PrometheusError as exc:
             reading.notes.append('the guard\'s query failed (%s): sizes and '
                                  'changes since the last run not checked' %

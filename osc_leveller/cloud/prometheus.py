@@ -65,11 +65,14 @@ class Client:
         if ca_bundle:
             self.session.verify = ca_bundle
 
-    def query(self, promql):
-        """[(labels, value)] of an instant vector query."""
+    def query(self, promql, at=None):
+        """[(labels, value)] of an instant vector query, evaluated at the
+        time at (the epoch, in seconds) or Prometheus' now."""
         what = 'the query %r' % promql
-        return self._samples(self._get('/api/v1/query', {'query': promql},
-                                       what), what)
+        params = {'query': promql}
+        if at is not None:
+            params['time'] = _time(at)
+        return self._samples(self._get('/api/v1/query', params, what), what)
 
     def query_range(self, promql, start, end, step):
         """[(labels, [(time, value)])] of a query at start, start + step,

@@ -30,7 +30,7 @@ SDK_SERVICE = 'max:2.69'  # openstacksdk's Service
 PROBE_HOST = 'scalecloud-no-such-host'
 _PLACEHOLDER = re.compile(r'\{(username|password|project|since|server|'
                           r'hypervisor|host|provider|service|group|'
-                          r'migration|status|image)\}')
+                          r'migration|status|image|time)\}')
 # Nova refuses these moves before anything happens: no such host.
 REFUSED = {'host': PROBE_HOST}
 
@@ -45,8 +45,9 @@ def _prometheus():
                 for q in libvirt.PROFILES['inovex'].queries.values()]
     # The guard's: sizes only, without a reference time to compare with.
     queries.append(measure.Reader(None).guard_query([], 0))
+    # Each instant query of a read at the read's time.
     calls = [Call('prometheus', 'GET', '/api/v1/query',
-                  params={'query': q}) for q in queries]
+                  params={'query': q, 'time': '{time}'}) for q in queries]
     calls.append(Call('prometheus', 'GET', '/api/v1/label/__name__/values',
                       params={'match[]': '{__name__=~"%s"}' % libvirt.NAMES}))
     return calls

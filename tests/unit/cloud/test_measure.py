@@ -45,8 +45,10 @@ class FakeClient:
         self.fail = fail
         self.asked = []
         self.ranges = []  # (promql, start, end, step) of range queries
+        self.times = []  # the time each instant query was asked at
 
-    def query(self, promql):
+    def query(self, promql, at=None):
+        self.times.append(at)
         self.asked.append(promql)
         if self.fail:
             raise self.fail
@@ -573,7 +575,7 @@ class LastingClient(FakeClient):
         super().__init__(answers, names)
         self.lasting = FakeClient(lasting)
 
-    def query(self, promql):
+    def query(self, promql, at=None):
         if promql.startswith('avg_over_time(('):
             self.asked.append(promql)
             inner, _, period = promql[len('avg_over_time(('):].rpartition(
@@ -581,7 +583,7 @@ class LastingClient(FakeClient):
             if period != '3h:1m])':
                 raise AssertionError('not over 3h: %s' % promql)
             return self.lasting.query(inner)
-        return super().query(promql)
+        return super().query(promql, at)
 
 
 class TestLasting(unittest.TestCase):
@@ -668,9 +670,9 @@ class ForecastClient(FakeClient):
         super().__init__(answers, names)
         self.days = {offset: FakeClient(a) for offset, a in days.items()}
 
-    def query(self, promql):
+    def query(self, promql, at=None):
         if 'offset' not in promql:
-            return super().query(promql)
+            return super().query(promql, at)
         self.asked.append(promql)
         terms = re.findall(
             r'avg_over_time\(\((.*?)\)\[1h:1m\] offset (\d+)s\)', promql)
@@ -1049,9 +1051,9 @@ class GuardClient(FakeClient):
         super().__init__(answers, names)
         self.guard, self.guard_fail = guard, fail
 
-    def query(self, promql):
+    def query(self, promql, at=None):
         if measure.GUARD_LABEL not in promql:
-            return super().query(promql)
+            return super().query(promql, at)
         self.asked.append(promql)
         if self.guard_fail:
             raise self.guard_fail
@@ -1088,6 +1090,18 @@ class TestGuardQuery(unittest.TestCase):
         reference = guard.Reference(time.time() - seconds_ago, guard.SINCE)
         return read(client, {'s1': 'hv01.example.net'}, reference=reference,
                     **kwargs)
+
+    def test_every_query_is_evaluated_at_the_read_time(self):
+        # The figures a later run asks of "then" are what this read saw,
+        # not samples scraped while it ran; the offset counts from it.
+        client = self.client()
+        reference = guard.Reference(time.time() - 600.25, guard.SINCE)
+        reading = read(client, {'s1': 'hv01.example.net'},
+                       reference=reference)
+        self.assertEqual({reading.read_at}, set(client.times))
+        [query] = [q for q in client.asked if measure.GUARD_LABEL in q]
+        self.assertIn('offset %dms' % round(
+            (reading.read_at - reference.time) * 1000), query)
 
     def test_sizes_figures_then_and_busiest_server(self):
         client = self.client()

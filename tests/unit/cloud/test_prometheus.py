@@ -14,12 +14,15 @@ from osc_leveller.cloud import prometheus
 class FakePrometheus(http.server.BaseHTTPRequestHandler):
     answers = {}  # query substring -> (HTTP status, body)
     seen = []
+    times = []  # the time parameter of each request, or None
 
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
         query = urllib.parse.parse_qs(url.query).get('query', [''])[0] or \
             url.path
         self.seen.append((query, self.headers.get('Authorization')))
+        self.times.append(urllib.parse.parse_qs(url.query).get(
+            'time', [None])[0])
         status, body = 404, {}
         for key, answer in self.answers.items():
             if key in query:
@@ -60,7 +63,17 @@ class PrometheusTest(unittest.TestCase):
     def setUp(self):
         FakePrometheus.answers = {}
         FakePrometheus.seen = []
+        FakePrometheus.times = []
         self.url = serve(self, FakePrometheus)
+
+    def test_a_query_at_a_time(self):
+        FakePrometheus.answers = {'up': vector(({'job': 'a'}, 1))}
+        client = prometheus.Client(self.url, retries=0)
+        client.query('up')
+        client.query('up', at=1700000000.25)
+        client.query('up', at=1700000000)
+        self.assertEqual([None, '1700000000.250', '1700000000'],
+                         FakePrometheus.times)
 
     def test_bearer_token_is_sent_and_never_shown(self):
         FakePrometheus.answers = {'x': (403, {'status': 'error'})}
