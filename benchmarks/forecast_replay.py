@@ -7,7 +7,10 @@ shapes (benchmarks/series.py) and each setting:
   ``target: 0.035`` (what the user guide recommended before the weight was
   earned; a snapshot without skill plans so);
 - ``earned``: the same settings, the weight earned per domain and figure
-  on the history (core/skill.py), forecast_weight 0.7 its most.
+  on the history (core/skill.py), forecast_weight 0.7 its most;
+- ``earned, forecast_target``: the weight earned, and the target 0.035
+  only as far as the forecast weighs (``forecast_target: 0.035``; the
+  default target where it weighs nothing).
 
 Each replay runs cron's ``apply --batch B`` every hour over nine days of
 series from a levelled cloud; the figures are of the last two days (from
@@ -38,7 +41,9 @@ TARGET = {'target': 0.035}
 # (name, PlannerOptions fields, forecast for cron_replay.replay)
 SETTINGS = (('defaults', {}, None),
             ('fixed 0.7', TARGET, (7, 0.7)),
-            ('earned', TARGET, (7, 0.7, True)))
+            ('earned', TARGET, (7, 0.7, True)),
+            ('earned, forecast_target', {'forecast_target': 0.035},
+             (7, 0.7, True)))
 
 
 def run(mix, args, settings=SETTINGS, progress=None):

@@ -118,6 +118,15 @@ KEYS = (
         flag=Flag('--target', 'Once a domain is above the threshold, plan '
                   'until its imbalance is below this (default: 90 % of the '
                   'threshold)', '<imbalance>')),
+    Key('forecast_target', FLOAT, None, minimum=0, option='forecast_target',
+        recorded_if_set=True,
+        help='With prometheus.forecast_days: the target of a domain whose '
+             'forecast weighs its most (forecast_weight), nearer target as '
+             'it weighs less, target where it weighs nothing: the blend '
+             'shows a domain more even than now, and load with no daily '
+             'rhythm gains nothing from going deeper (none: target '
+             'everywhere)',
+        flag=Flag('--forecast-target', '{help}', '<imbalance>')),
     Key('min_drop', FLOAT, 0.05, minimum=0, maximum=1, option='min_drop',
         help='Least part of its domain\'s imbalance a move must take off, '
              'plus min_drop_per_gb for each GiB it copies, both times 2 / '

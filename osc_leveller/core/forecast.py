@@ -56,6 +56,21 @@ def weights_of(snap, by_model=True):
         for hyp in snap.hypervisors}
 
 
+def shares(snap, by_model=True):
+    """{domain: how much of forecast_weight its forecast weighs, 0..1}
+    (the larger of CPU's and RAM's), for forecast_target; {} without a
+    forecast."""
+    if snap.forecast is None:
+        return {}
+    most = snap.forecast.weight
+    earned = skills(snap, by_model)
+    if earned is None:  # a snapshot of before the skill: weight everywhere
+        return {scoring.domain_of(hyp, by_model): 1.0 if most else 0.0
+                for hyp in snap.hypervisors}
+    return {domain: max(found.weight for found in figures.values()) / most
+            if most else 0.0 for domain, figures in earned.items()}
+
+
 def view(snap, by_model=True):
     """The snapshot with every figure that has a forecast blended with it;
     itself when it carries none."""

@@ -59,6 +59,12 @@ def _validate(options):
             'target %g is above the threshold %g: planning starts when a '
             'domain is above the threshold and stops below the target' % (
                 options.target, options.threshold))
+    if options.forecast_target is not None and \
+            options.forecast_target > options.threshold:
+        raise OptionsError(
+            'forecast_target %g is above the threshold %g: planning starts '
+            'when a domain is above the threshold and stops below the '
+            'target' % (options.forecast_target, options.threshold))
     return options
 
 

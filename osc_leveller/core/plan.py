@@ -77,7 +77,7 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=BALANCE, held=None, lost=None, forecast=None):
+          kind=BALANCE, held=None, lost=None, forecast=None, targets=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
@@ -85,7 +85,8 @@ def build(snapshot, options, moves, before, after, created, note='',
     held: {domain: what keeps it above the threshold with no move};
     lost: {domain: why it had no N+1 to keep, with keep_n_plus_one};
     forecast: {domain: {figure: skill.Skill}}, the forecast's measured
-    skill and the weight it had.
+    skill and the weight it had; targets: {domain: its target}, recorded
+    with forecast_target (where the forecast's weight moved it).
     """
     held = held or {}
     lost = lost or {}
@@ -103,7 +104,10 @@ def build(snapshot, options, moves, before, after, created, note='',
                     else {}),
                  **({'forecast': {f: dataclasses.asdict(s) for f, s in
                                   forecast[b.domain].items()}}
-                    if b.domain in forecast else {}))
+                    if b.domain in forecast else {}),
+                 **({'target': round(targets[b.domain], 6)}
+                    if options.forecast_target is not None and targets
+                    else {}))
             for b, a in zip(before, after)),
         fingerprint=fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,

@@ -31,6 +31,7 @@ state, so every intermediate state passes every filter; only the domain a
 move touched is searched again.
 """
 
+import collections
 import dataclasses
 import time
 
@@ -96,7 +97,7 @@ class Planner:
         best = {d.name: self._best(d) for d in active}
         limited = set()  # domains left for --max-moves, not held back
         unpaid = {}  # domain -> why its best move is not worth making
-        target = self.target()
+        targets = self.targets()
         while len(moves) < self.options.max_moves:
             ready = [d for d in active if best[d.name] is not None]
             if not ready:
@@ -117,7 +118,7 @@ class Planner:
                 limited.add(domain.name)
                 continue
             best[domain.name] = self._best(domain) \
-                if domain.std() >= target else None
+                if domain.std() >= targets[domain.name] else None
         moves = self._in_wave_order(moves, groups)
         # Above the threshold with nothing left to try: say what holds it.
         held_back = {
@@ -130,6 +131,7 @@ class Planner:
         return plan_mod.build(self.snapshot, self.options, moves, before,
                               self.stats(), started,
                               note=self._note(before, above, moves),
+                              targets=targets,
                               held=held_back, lost=self._lost(groups),
                               forecast=forecast.skills(self.measured,
                                                        self.by_model))
@@ -153,8 +155,19 @@ class Planner:
                              self.measured, self.by_model)
 
     def target(self):
-        """The imbalance a domain above the threshold is brought down to."""
+        """The imbalance a domain above the threshold is brought down to,
+        without forecast_target."""
         return target_of(self.options.threshold, self.options.target)
+
+    def targets(self):
+        """{domain: its target}: with forecast_target, nearer it as the
+        domain's forecast weighs more (forecast.shares)."""
+        base, deeper = self.target(), self.options.forecast_target
+        shares = forecast.shares(self.measured, self.by_model) \
+            if deeper is not None else {}
+        return collections.defaultdict(lambda: base, {
+            domain: base + (deeper - base) * share
+            for domain, share in shares.items()})
 
     def _unpaid(self, domain, found):
         """Why a candidate does not pay for itself, or None: it must take

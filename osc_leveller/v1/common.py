@@ -339,8 +339,8 @@ def add_planner_options(parser, snapshot=True):
     """The options every planning command (plan, apply) takes."""
     add_source_options(parser, snapshot=snapshot)
     add_weight_option(parser)
-    flags.add(parser, 'max_moves', 'threshold', 'target', 'min_drop',
-              'min_drop_per_gb', 'min_gain', 'ceiling',
+    flags.add(parser, 'max_moves', 'threshold', 'target', 'forecast_target',
+              'min_drop', 'min_drop_per_gb', 'min_gain', 'ceiling',
               'move_cost', 'cpu_compatibility', 'cooldown', 'cooldown_max',
               'return_window', 'include_locked', 'keep_n_plus_one',
               'exclude_hosts', 'availability_zones', 'projects',

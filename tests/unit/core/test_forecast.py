@@ -229,3 +229,81 @@ class TestEarnedWeight(unittest.TestCase):
             doc['forecast']['skill']['hypervisors']['hv1']['cpu'] = bad
             with self.assertRaises(snapshot_io.SnapshotError):
                 snapshot_io.parse(doc)
+
+
+def uneven_world(weight=0.5):
+    """hv1 runs eight alike servers (16 threads at 0.8) where hv2..hv4 idle
+    near 0.3, the same in the hour ahead: a domain that levels in 3 moves
+    to the default target (0.045), in 5 to a target of 0."""
+    hyps = [b.hypervisor('hv1', vcpus=16, cpu=0.8, ram=0.3),
+            b.hypervisor('hv2', vcpus=16, cpu=0.3, ram=0.3),
+            b.hypervisor('hv3', vcpus=16, cpu=0.3, ram=0.3),
+            b.hypervisor('hv4', vcpus=16, cpu=0.35, ram=0.3)]
+    for hyp in hyps:
+        hyp['metrics']['forecast'] = {'cpu': hyp['metrics']['cpu'],
+                                      'ram': 0.3}
+    servers = [b.server('s%d' % i, 'hv1', vcpus=2, ram_gb=4, cpu=0.5,
+                        ram=0.5) for i in range(8)]
+    for server in servers:
+        server['usage']['forecast'] = {'cpu': 0.5, 'ram': 0.5}
+    doc = b.document(hyps, servers)
+    doc['forecast'] = {'ahead': '1h', 'days': 7, 'weight': weight}
+    return doc
+
+
+class TestForecastTarget(unittest.TestCase):
+    HOSTS = ('hv1', 'hv2', 'hv3', 'hv4')
+
+    def plan(self, doc, **options):
+        return planner.make_plan(snapshot_io.parse(doc),
+                                 opts.PlannerOptions(**options))
+
+    def test_deeper_where_the_forecast_weighs_its_most(self):
+        doc = measured(uneven_world(), (1.0, 0.1, 0.0), hosts=self.HOSTS)
+        self.assertEqual(3, len(self.plan(doc).moves))
+        plan = self.plan(doc, forecast_target=0.0)
+        self.assertEqual(5, len(plan.moves))
+        [domain] = plan.domains
+        self.assertEqual(0.0, domain['target'])
+        self.assertLess(domain['after'], 0.045)
+        again = plan_mod.from_document(
+            json.loads(plan_mod.dumps(plan)), strict=True)
+        self.assertEqual(plan.domains, again.domains)
+        self.assertEqual(0.0, again.options['forecast_target'])
+
+    def test_the_target_where_it_weighs_nothing(self):
+        # The forecast predicts worse than now: weight 0, the target.
+        doc = measured(uneven_world(), (0.1, 1.0, 0.2), hosts=self.HOSTS)
+        plan = self.plan(doc, forecast_target=0.0)
+        self.assertEqual(3, len(plan.moves))
+        self.assertAlmostEqual(0.045, plan.domains[0]['target'])
+
+    def test_in_between_as_it_weighs_less(self):
+        # Earned 1 / 1.1 of forecast_weight 1.0 for CPU and RAM alike.
+        doc = measured(uneven_world(weight=1.0), (1.0, 0.1, 0.0),
+                       hosts=self.HOSTS)
+        snap = snapshot_io.parse(doc)
+        self.assertAlmostEqual(1 / 1.1, forecast.shares(snap)['az1/Gen1'], 4)
+        targets = planner.Planner(snap, opts.PlannerOptions(
+            forecast_target=0.03)).targets()
+        self.assertAlmostEqual(0.045 - 0.015 / 1.1, targets['az1/Gen1'], 5)
+        # A snapshot of before the skill weighs forecast_weight: all of it.
+        del doc['forecast']['skill']
+        self.assertEqual({'az1/Gen1': 1.0},
+                         forecast.shares(snapshot_io.parse(doc)))
+        # Without a forecast, the target everywhere; recorded only if set.
+        del doc['forecast']
+        plan = self.plan(doc, forecast_target=0.0)
+        self.assertEqual(3, len(plan.moves))
+        self.assertAlmostEqual(0.045, plan.domains[0]['target'])
+        self.assertNotIn('target', self.plan(doc).domains[0])
+        self.assertNotIn('forecast_target',
+                         opts.to_document(opts.PlannerOptions()))
+
+    def test_above_the_threshold_makes_no_sense(self):
+        with self.assertRaises(opts.OptionsError) as caught:
+            opts.PlannerOptions(forecast_target=0.06).validate()
+        self.assertEqual(
+            'forecast_target 0.06 is above the threshold 0.05: planning '
+            'starts when a domain is above the threshold and stops below '
+            'the target', str(caught.exception))
