@@ -115,7 +115,8 @@ class Reader:
     def __init__(self, client, queries=None, server_queries=None,
                  window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
                  host_match=hostmatch.METHODS, server_profile='auto',
-                 lasting='', forecast=None, capacity=True, reference=None):
+                 lasting='', forecast=None, capacity=True, reference=None,
+                 history_timeout=None):
         self.client = client
         self.queries = dict(HOST_QUERIES if queries is None else queries)
         self.server_queries = {m: q for m, q in
@@ -127,6 +128,9 @@ class Reader:
         self.server_profile = server_profile
         self.lasting = lasting
         self.forecast = forecast  # a model.Forecast, or None
+        # Seconds to wait for each part of the forecast's history: the
+        # heaviest queries asked (None: the client's timeout).
+        self.history_timeout = history_timeout
         # For the guard: ask what node_exporter shows of each hypervisor's
         # size; the core.guard.Reference to compare with, or None.
         self.capacity = capacity
@@ -325,11 +329,13 @@ class Reader:
         try:
             found = self.client.query_range(
                 _tagged(recent, HISTORY_LABEL), end - scored * step,
-                end - step, step) + self.client.query_range(
-                _tagged(past, HISTORY_LABEL), end - back * step, end, step)
+                end - step, step, self.history_timeout) + \
+                self.client.query_range(
+                    _tagged(past, HISTORY_LABEL), end - back * step, end,
+                    step, self.history_timeout)
         except prometheus.PrometheusError as exc:
             slow = ' (its history takes Prometheus longer than '\
-                'prometheus.timeout on a large cloud)' \
+                'prometheus.history_timeout)' \
                 if isinstance(exc, prometheus.TimedOut) else ''
             reading.notes.append('forecast skill not measured: %s%s: the '
                                  'forecast gets no weight' % (exc, slow))
@@ -649,6 +655,7 @@ def reader_from_settings(settings, capacity=True, reference=None):
                   server_profile=settings.get('server_profile', 'auto'),
                   lasting=settings.get('lasting') or '',
                   capacity=capacity, reference=reference,
+                  history_timeout=settings.get('history_timeout', 120.0),
                   forecast=model.Forecast(
                       settings.get('forecast_ahead') or '1h',
                       settings['forecast_days'],

@@ -74,12 +74,14 @@ class Client:
             params['time'] = _time(at)
         return self._samples(self._get('/api/v1/query', params, what), what)
 
-    def query_range(self, promql, start, end, step):
+    def query_range(self, promql, start, end, step, timeout=None):
         """[(labels, [(time, value)])] of a query at start, start + step,
         ... up to end (the epoch, in seconds): Prometheus' range query,
         asked in parts of at most MOST_POINTS points a series and joined.
         A part that would hold more samples than Prometheus allows is
-        asked again in halves (a large cloud's history).
+        asked again in halves (a large cloud's history). timeout: seconds
+        to wait for each part's answer instead of the client's, and a part
+        that takes longer is not asked again (it would take as long).
 
         Points whose time or value is no finite number are left out; the
         answers together are held to max_answer_mb.
@@ -96,7 +98,7 @@ class Client:
                 answer = self._get('/api/v1/query_range', {
                     'query': promql, 'start': _time(start + first * step),
                     'end': _time(start + last * step),
-                    'step': _time(step)}, what, spent)
+                    'step': _time(step)}, what, spent, timeout)
                 found = self._matrix(answer, what)
             except TooManySamples:
                 if first == last:
@@ -128,19 +130,24 @@ class Client:
         return [value for value in data if isinstance(value, str) and
                 (label != '__name__' or pattern.fullmatch(value))]
 
-    def _get(self, path, params, what, spent=0):
+    def _get(self, path, params, what, spent=0, timeout=None):
         """(response, its body as bytes): at most max_answer_mb MiB with
-        the spent bytes of the answer's parts before."""
+        the spent bytes of the answer's parts before. timeout: as
+        query_range's."""
         last, kind = None, Unreachable
+        waits = self.timeout if timeout is None else (self.timeout[0],
+                                                      timeout)
         for _ in range(self.retries + 1):
             try:
                 response = self.session.get(self.url + path, params=params,
-                                            timeout=self.timeout, stream=True)
+                                            timeout=waits, stream=True)
             except requests.RequestException as exc:
                 last = 'cannot reach Prometheus at %s: %s' % (
                     self.url, type(exc).__name__)
                 kind = TimedOut if isinstance(exc, requests.ReadTimeout) \
                     else Unreachable
+                if kind is TimedOut and timeout is not None:
+                    break
                 continue
             kind = Unreachable
             with response:

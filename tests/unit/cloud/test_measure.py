@@ -18,6 +18,7 @@ from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
+from osc_leveller.core import config
 from osc_leveller.core import guard
 from osc_leveller.core import model
 from osc_leveller.core import skill
@@ -57,7 +58,7 @@ class FakeClient:
                 return [(dict(labels), value) for labels, value in samples]
         return []
 
-    def query_range(self, promql, start, end, step):
+    def query_range(self, promql, start, end, step, timeout=None):
         """No history: every range query answers no series."""
         self.ranges.append((promql, start, end, step))
         return []
@@ -772,9 +773,11 @@ class HistoryClient(FakeClient):
     def __init__(self, answers, value, extra=(), fail=None):
         super().__init__(answers)
         self.value, self.extra, self.range_fail = value, extra, fail
+        self.timeouts = []  # of each range query
 
-    def query_range(self, promql, start, end, step):
+    def query_range(self, promql, start, end, step, timeout=None):
         self.ranges.append((promql, start, end, step))
+        self.timeouts.append(timeout)
         if self.range_fail:
             raise self.range_fail
         times = [start + k * step
@@ -1002,8 +1005,19 @@ class TestHistory(unittest.TestCase):
         reading = self.read(self.client(fail=error))
         self.assertIn('forecast skill not measured: cannot reach Prometheus '
                       'at http://p: ReadTimeout (its history takes '
-                      'Prometheus longer than prometheus.timeout on a large '
-                      'cloud): the forecast gets no weight', reading.notes)
+                      'Prometheus longer than prometheus.history_timeout): '
+                      'the forecast gets no weight', reading.notes)
+
+    def test_the_history_waits_as_long_as_it_is_let(self):
+        client = self.client()
+        self.read(client, history_timeout=90.0)
+        self.assertEqual([90.0, 90.0], client.timeouts)
+        # From the settings: 120 s unless set.
+        settings = config.Settings([('test', config.flatten(
+            {'prometheus': {'url': 'http://127.0.0.1:9',
+                            'forecast_days': 7}}, 'test'))])
+        self.assertEqual(120.0, measure.reader_from_settings(
+            settings.section('prometheus')).history_timeout)
 
     def test_not_asked_without_forecast_or_cpu_and_ram(self):
         client = self.client()
