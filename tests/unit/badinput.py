@@ -1060,7 +1060,7 @@ def gen_flags(rng, count):
         table.append((argv, code, expect))
 
     for flag in ('--threshold', '--min-gain', '--ceiling', '--move-cost',
-                 '--cooldown'):
+                 '--cooldown', '--target', '--forecast-target'):
         for value in ('nan', 'inf', '-inf', '1e999', '-1', 'NaN', '-1e999'):
             # argparse takes '-inf' for an option: a usage error.
             add(plan + [flag, value], 1 if re.fullmatch(
@@ -1071,6 +1071,9 @@ def gen_flags(rng, count):
     for value in ('x', '1e3', 'nan', '1.5', ''):
         add(plan + ['--max-moves', value], 2, '--max-moves')
     add(plan + ['--ceiling', '0'], 1, '--ceiling')
+    for flag in ('--target', '--forecast-target'):  # above the threshold
+        add(plan + [flag, '0.06'], 1, flag[2:].replace('-', '_'),
+            'above the threshold 0.05')
     for value in ('cpu=nan', 'cpu=inf', 'cpu=-1', 'cpu=1e999', 'cpu',
                   'bogus=1', '=', 'cpu=', 'cpu=x', 'ram=10**400',
                   'cpu=\udcff'):
