@@ -9,8 +9,8 @@ shapes (benchmarks/series.py) and each setting:
 - ``earned``: the same settings, the weight earned per domain and figure
   on the history (core/skill.py), forecast_weight 0.7 its most;
 - ``earned, forecast_target``: the weight earned, and the target 0.035
-  only as far as the forecast weighs (``forecast_target: 0.035``; the
-  default target where it weighs nothing).
+  only in the domains where the forecast has weight (``forecast_target:
+  0.035``; the default target elsewhere).
 
 Each replay runs cron's ``apply --batch B`` every hour over nine days of
 series from a levelled cloud; the figures are of the last two days (from

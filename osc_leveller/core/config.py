@@ -120,10 +120,9 @@ KEYS = (
                   'threshold)', '<imbalance>')),
     Key('forecast_target', FLOAT, None, minimum=0, option='forecast_target',
         recorded_if_set=True,
-        help='With prometheus.forecast_days: the target of a domain whose '
-             'forecast weighs its most (forecast_weight), nearer target as '
-             'it weighs less, target where it weighs nothing: the blend '
-             'shows a domain more even than now, and load with no daily '
+        help='With prometheus.forecast_days: the target of the domains '
+             'where the forecast has weight (its history shows the load '
+             'follows the day); the others keep target: load with no daily '
              'rhythm gains nothing from going deeper (none: target '
              'everywhere)',
         flag=Flag('--forecast-target', '{help}', '<imbalance>')),

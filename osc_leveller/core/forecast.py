@@ -56,19 +56,17 @@ def weights_of(snap, by_model=True):
         for hyp in snap.hypervisors}
 
 
-def shares(snap, by_model=True):
-    """{domain: how much of forecast_weight its forecast weighs, 0..1}
-    (the larger of CPU's and RAM's), for forecast_target; {} without a
-    forecast."""
-    if snap.forecast is None:
-        return {}
-    most = snap.forecast.weight
+def weighing(snap, by_model=True):
+    """The domains where the forecast has weight in the load planned on
+    (for forecast_target): every domain of a snapshot without skill, at
+    forecast_weight everywhere."""
+    if snap.forecast is None or not snap.forecast.weight:
+        return set()
     earned = skills(snap, by_model)
-    if earned is None:  # a snapshot of before the skill: weight everywhere
-        return {scoring.domain_of(hyp, by_model): 1.0 if most else 0.0
-                for hyp in snap.hypervisors}
-    return {domain: max(found.weight for found in figures.values()) / most
-            if most else 0.0 for domain, figures in earned.items()}
+    if earned is None:
+        return {scoring.domain_of(hyp, by_model) for hyp in snap.hypervisors}
+    return {domain for domain, figures in earned.items()
+            if any(found.weight > 0 for found in figures.values())}
 
 
 def view(snap, by_model=True):

@@ -160,14 +160,13 @@ class Planner:
         return target_of(self.options.threshold, self.options.target)
 
     def targets(self):
-        """{domain: its target}: with forecast_target, nearer it as the
-        domain's forecast weighs more (forecast.shares)."""
+        """{domain: its target}: forecast_target where the forecast has
+        weight, when set."""
         base, deeper = self.target(), self.options.forecast_target
-        shares = forecast.shares(self.measured, self.by_model) \
-            if deeper is not None else {}
-        return collections.defaultdict(lambda: base, {
-            domain: base + (deeper - base) * share
-            for domain, share in shares.items()})
+        weighing = forecast.weighing(self.measured, self.by_model) \
+            if deeper is not None else ()
+        return collections.defaultdict(lambda: base, dict.fromkeys(
+            weighing, deeper))
 
     def _unpaid(self, domain, found):
         """Why a candidate does not pay for itself, or None: it must take

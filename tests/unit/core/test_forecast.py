@@ -278,21 +278,26 @@ class TestForecastTarget(unittest.TestCase):
         self.assertEqual(3, len(plan.moves))
         self.assertAlmostEqual(0.045, plan.domains[0]['target'])
 
-    def test_in_between_as_it_weighs_less(self):
-        # Earned 1 / 1.1 of forecast_weight 1.0 for CPU and RAM alike.
-        doc = measured(uneven_world(weight=1.0), (1.0, 0.1, 0.0),
-                       hosts=self.HOSTS)
+    def test_each_domain_as_its_forecast_weighs(self):
+        # hv4 alone in az2 with no history: no weight, the target there.
+        doc = measured(uneven_world(), (1.0, 0.1, 0.0),
+                       hosts=self.HOSTS[:3])
+        doc['hypervisors'][3]['availability_zone'] = 'az2'
         snap = snapshot_io.parse(doc)
-        self.assertAlmostEqual(1 / 1.1, forecast.shares(snap)['az1/Gen1'], 4)
+        self.assertEqual({'az1/Gen1'}, forecast.weighing(snap))
         targets = planner.Planner(snap, opts.PlannerOptions(
             forecast_target=0.03)).targets()
-        self.assertAlmostEqual(0.045 - 0.015 / 1.1, targets['az1/Gen1'], 5)
-        # A snapshot of before the skill weighs forecast_weight: all of it.
+        self.assertEqual(0.03, targets['az1/Gen1'])
+        self.assertAlmostEqual(0.045, targets['az2/Gen1'])
+        # A snapshot of before the skill weighs forecast_weight: everywhere.
         del doc['forecast']['skill']
-        self.assertEqual({'az1/Gen1': 1.0},
-                         forecast.shares(snapshot_io.parse(doc)))
+        self.assertEqual({'az1/Gen1', 'az2/Gen1'},
+                         forecast.weighing(snapshot_io.parse(doc)))
+        doc['forecast']['weight'] = 0.0
+        self.assertEqual(set(), forecast.weighing(snapshot_io.parse(doc)))
         # Without a forecast, the target everywhere; recorded only if set.
         del doc['forecast']
+        doc['hypervisors'][3]['availability_zone'] = 'az1'
         plan = self.plan(doc, forecast_target=0.0)
         self.assertEqual(3, len(plan.moves))
         self.assertAlmostEqual(0.045, plan.domains[0]['target'])
