@@ -18,8 +18,9 @@ hour 168, once the week of history the forecast needs is there): moves,
 GiB copied, the mean imbalance over the next hour against no action, the
 hours where it was worse than no action, and flip-flops.
 
-    python benchmarks/forecast_replay.py --mix daily --mix bursty \\
-        --mix mixed --json benchmarks/results/forecast_replay.json
+    python benchmarks/forecast_replay.py --seed 1 --json s1.json  # 2, 3
+    python benchmarks/forecast_replay.py --merge s1.json s2.json s3.json \\
+        --json benchmarks/results/forecast_replay.json
 """
 
 import argparse
@@ -84,6 +85,46 @@ def table(results):
     return '\n'.join(lines)
 
 
+def merge(paths):
+    """One document of the seeds' JSON files (each of one run of this
+    script): the results by seed."""
+    runs = []
+    for path in paths:
+        with open(path) as stream:
+            runs.append(json.load(stream))
+    merged = {k: v for k, v in runs[0].items()
+              if k not in ('wall_s', 'results')}
+    merged.update(wall_s=[r['wall_s'] for r in runs],
+                  seeds=[r['cluster']['seed'] for r in runs],
+                  results={str(r['cluster']['seed']): r['results']
+                           for r in runs})
+    return merged
+
+
+def seeds_table(merged):
+    """The README's table: each figure seed by seed (a / b / c)."""
+    seeds = [str(s) for s in merged['seeds']]
+    first = merged['results'][seeds[0]]
+    lines = ['| mix | setting | moves | GiB | imbalance an hour later (no '
+             'action) | hours worse than no action | flip-flops |',
+             '|---|---|---|---|---|---|---|']
+    for m, result in enumerate(first):
+        for r, row in enumerate(result['rows']):
+            rows = [merged['results'][s][m]['rows'][r]['summary']
+                    for s in seeds]
+
+            def each(fmt, key):
+                return ' / '.join(fmt(x[key]) for x in rows)
+            lines.append('| %s | %s | %s | %s | %s | %s | %s |' % (
+                result['mix'], row['setting'], each(str, 'moves'),
+                each(lambda v: format(v, ',.0f'), 'gib'),
+                ' / '.join('%.4f (%.4f)' % (x['imbalance_leveller_mean'],
+                                            x['imbalance_none_mean'])
+                           for x in rows),
+                each(str, 'worse'), each(str, 'flip_flops')))
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--hosts', type=int, default=80)
@@ -96,7 +137,17 @@ def main(argv=None):
     parser.add_argument('--mix', action='append',
                         choices=series_mod.MIX_NAMES)
     parser.add_argument('--json', metavar='FILE')
+    parser.add_argument('--merge', nargs='+', metavar='SEED_JSON',
+                        help='join runs of one seed each into --json, and '
+                        'print their table')
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = merge(args.merge)
+        if args.json:
+            with open(args.json, 'w') as stream:
+                json.dump(merged, stream, indent=1)
+        print(seeds_table(merged))
+        return 0
     started = time.perf_counter()
 
     def say(mix, row):
