@@ -6,6 +6,7 @@ Called by the devcloud script with the devcloud venv's Python:
     devcloud_setup.py catalog
     devcloud_setup.py wait-computes N
     devcloud_setup.py post-start COMPUTES_DIR
+    devcloud_setup.py real-flavors                real.128, real.256, real.512
     devcloud_setup.py hypervisors SCENARIO       print the scenario's SPECs
     devcloud_setup.py delete-service HOST [HOST ...]
     devcloud_setup.py clear                      delete all servers and groups
@@ -38,6 +39,10 @@ FLAVORS = [('m1.tiny', 1, 512, 1), ('m1.small', 1, 2048, 20),
            ('m1.medium', 2, 4096, 40), ('m1.large', 4, 8192, 80),
            ('m1.xlarge', 8, 16384, 160)]
 IMAGE_ID = '11111111-1111-4111-8111-111111111111'  # served by the fake Glance
+# For real QEMU guests (devcloud start --real): small, so that a TCG guest
+# boots in seconds and a live migration moves little memory.
+REAL_FLAVORS = [('real.128', 1, 128, 1), ('real.256', 1, 256, 1),
+                ('real.512', 1, 512, 1)]
 LOAD_KEYS = {'cpu': 'devcloud:cpu', 'mem': 'devcloud:mem'}
 
 
@@ -149,6 +154,16 @@ def post_start(computes_dir):
             except openstack.exceptions.NotFoundException:
                 time.sleep(1)  # not mapped to a cell yet
     print('flavors and AZ aggregates: %s' % wanted)
+
+
+def real_flavors():
+    c = conn()
+    have = {f.name for f in c.compute.flavors()}
+    for name, vcpus, ram, disk in REAL_FLAVORS:
+        if name not in have:
+            c.compute.create_flavor(name=name, vcpus=vcpus, ram=ram,
+                                    disk=disk, is_public=True)
+    print('flavors for real guests: %s' % ', '.join(f[0] for f in REAL_FLAVORS))
 
 
 def read_scenario(path):
@@ -353,6 +368,7 @@ def main(argv):
     commands = {
         'catalog': (catalog, 0), 'wait-computes': (wait_computes, 1),
         'post-start': (post_start, 1), 'hypervisors': (hypervisor_specs, 1),
+        'real-flavors': (real_flavors, 0),
         'delete-service': (delete_service, -1), 'load': (load, 2),
         'clear': (lambda: clear(conn()), 0),
         'status': (status, 0), 'wait-scraped': (wait_scraped, 3),

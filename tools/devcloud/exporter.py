@@ -145,6 +145,11 @@ first appears.
                   "instance_name": "instance-0000002a", "flavor": "m1.medium",
                   "user_id": "...", "user_name": "admin",
                   "project_id": "...", "project_name": "admin"}]}
+
+A host with ``"real": true`` (from OpenStack: a hypervisor whose type is not
+the fake driver's, one of ``devcloud start --real``) gets its targets in the
+targets files like the others, but no simulated listeners: its own
+exporters (Debian's libvirt exporter and realhv_node.py) serve it there.
 """
 
 import argparse
@@ -194,8 +199,10 @@ VCPU_WAIT = 0
 
 DOMAIN_RUNNING, DOMAIN_PAUSED, DOMAIN_SHUTOFF = 1, 3, 5
 
-Host = collections.namedtuple('Host', 'name threads mem_mib service_host ip',
-                              defaults=(None, None))
+# real: a hypervisor on the libvirt driver (devcloud start --real), whose
+# own exporters serve it; it gets targets but no simulated listeners.
+Host = collections.namedtuple('Host', 'name threads mem_mib service_host ip real',
+                              defaults=(None, None, False))
 Server = collections.namedtuple(
     'Server', 'id name host status vcpus ram_mib metadata instance_name flavor_name '
     'flavor_id disk_gb user_id user_name project_id project_name created image_id',
@@ -1356,7 +1363,8 @@ class OpenStackSource(object):
                 LOG.warning('hypervisor %s: no VCPU/MEMORY_MB inventory, skipped', name)
                 continue
             result.append(Host(name, int(inv['VCPU']), int(inv['MEMORY_MB']),
-                               (h.get('service') or {}).get('host'), h.get('host_ip')))
+                               (h.get('service') or {}).get('host'), h.get('host_ip'),
+                               h.get('hypervisor_type') not in (None, 'fake')))
         return result
 
 
@@ -1372,7 +1380,7 @@ class FakeSource(object):
 
     def hosts(self):
         return [Host(h['name'], int(h['vcpus']), int(h['memory_mb']), h.get('service_host'),
-                     h.get('host_ip'))
+                     h.get('host_ip'), bool(h.get('real')))
                 for h in self._load().get('hosts', [])]
 
     def servers(self):
@@ -1591,7 +1599,10 @@ class Publisher(object):
             self.real.stop()
         elif first is not None and self.real.key and self.real.key[0] != service_host_of(first):
             self.real.stop()    # its addresses are about to be simulated
-        wanted = {(e.ip, e.port): (e.role, e.hypervisor) for e in found}
+        # a real hypervisor's own exporters listen there: targets only
+        real = {h.name for h in hosts if h.real}
+        wanted = {(e.ip, e.port): (e.role, e.hypervisor) for e in found
+                  if e.hypervisor not in real}
         self.listeners.reconcile({address: target for address, target in wanted.items()
                                   if first is None or target[1] != first.name})
         self.real_host = None
@@ -1618,7 +1629,7 @@ class Publisher(object):
         """The hypervisor for the real exporters: the first by service host."""
         placed = {e.hypervisor for e in found}
         return next((h for h in sorted(hosts, key=lambda h: (service_host_of(h), h.name))
-                     if h.name in placed), None)
+                     if h.name in placed and not h.real), None)
 
     def _real(self, host, servers, found):
         """Its node file written and the real exporters running: True if so."""

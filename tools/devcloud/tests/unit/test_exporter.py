@@ -1109,6 +1109,24 @@ class PublisherTest(unittest.TestCase):
         self.assertEqual({('127.0.0.11', 9100), ('127.0.0.11', 9474), ('127.0.0.12', 9100),
                           ('127.0.0.12', 9474)}, set(listeners.wanted[-1]))
 
+    def test_a_real_hypervisor_gets_targets_but_no_simulated_listeners(self):
+        # hv01 on the libvirt driver (devcloud start --real): its own
+        # exporters serve its targets; in flavour debian, Debian's real
+        # exporters for a fake one go to the first simulated hypervisor
+        hosts = [self.hosts[0]._replace(real=True)] + self.hosts[1:]
+        for flavour, real_ones, simulated in (
+                ('kolla', None, {'hv02.devcloud.test'}),
+                ('debian', FakeReal(self.tmp), set())):
+            listeners = RecordingListeners()
+            publisher = exporter.Publisher(exporter.FLAVOURS[flavour], self.tmp, listeners,
+                                           real_ones)
+            publisher.publish(hosts, self.servers)
+            self.assertEqual(simulated,
+                             {hypervisor for _, hypervisor in listeners.wanted[-1].values()})
+            with open(os.path.join(self.tmp, 'node.json')) as f:
+                self.assertEqual(2, len(json.load(f)), flavour)
+        self.assertEqual([('hv02.devcloud.test', '127.0.1.12')], real_ones.ensured)
+
 
 class PollerTest(unittest.TestCase):
 
