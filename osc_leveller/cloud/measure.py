@@ -655,7 +655,8 @@ def reader_from_settings(settings, capacity=True, reference=None):
                   server_profile=settings.get('server_profile', 'auto'),
                   lasting=settings.get('lasting') or '',
                   capacity=capacity, reference=reference,
-                  history_timeout=settings.get('history_timeout', 120.0),
+                  history_timeout=settings.get('history_timeout') or
+                  config.BY_NAME['prometheus.history_timeout'].default,
                   forecast=model.Forecast(
                       settings.get('forecast_ahead') or '1h',
                       settings['forecast_days'],

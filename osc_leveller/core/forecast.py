@@ -58,15 +58,10 @@ def weights_of(snap, by_model=True):
 
 def weighing(snap, by_model=True):
     """The domains where the forecast has weight in the load planned on
-    (for forecast_target): every domain of a snapshot without skill, at
-    forecast_weight everywhere."""
-    if snap.forecast is None or not snap.forecast.weight:
-        return set()
-    earned = skills(snap, by_model)
-    if earned is None:
-        return {scoring.domain_of(hyp, by_model) for hyp in snap.hypervisors}
-    return {domain for domain, figures in earned.items()
-            if any(found.weight > 0 for found in figures.values())}
+    (for forecast_target)."""
+    weights = weights_of(snap, by_model) or {}
+    return {scoring.domain_of(hyp, by_model) for hyp in snap.hypervisors
+            if any(weights.get(hyp.name, {}).values())}
 
 
 def view(snap, by_model=True):

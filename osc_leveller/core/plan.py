@@ -86,7 +86,7 @@ def build(snapshot, options, moves, before, after, created, note='',
     lost: {domain: why it had no N+1 to keep, with keep_n_plus_one};
     forecast: {domain: {figure: skill.Skill}}, the forecast's measured
     skill and the weight it had; targets: {domain: its target}, recorded
-    with forecast_target (where the forecast's weight moved it).
+    when forecast_target is set.
     """
     held = held or {}
     lost = lost or {}
