@@ -122,11 +122,7 @@ def wait_computes(n, timeout=240):
 def post_start(computes_dir):
     """Flavors, and each hypervisor in the aggregate of its AZ only."""
     c = conn()
-    have = {f.name for f in c.compute.flavors()}
-    for name, vcpus, ram, disk in FLAVORS:
-        if name not in have:
-            c.compute.create_flavor(name=name, vcpus=vcpus, ram=ram,
-                                    disk=disk, is_public=True)
+    _flavors(c, FLAVORS)
     wanted = {}
     for host in sorted(os.listdir(computes_dir)):
         path = os.path.join(computes_dir, host, 'az')
@@ -156,13 +152,17 @@ def post_start(computes_dir):
     print('flavors and AZ aggregates: %s' % wanted)
 
 
-def real_flavors():
-    c = conn()
+def _flavors(c, flavors):
+    """The flavors [(name, vcpus, ram MiB, disk GiB)] that are missing."""
     have = {f.name for f in c.compute.flavors()}
-    for name, vcpus, ram, disk in REAL_FLAVORS:
+    for name, vcpus, ram, disk in flavors:
         if name not in have:
             c.compute.create_flavor(name=name, vcpus=vcpus, ram=ram,
                                     disk=disk, is_public=True)
+
+
+def real_flavors():
+    _flavors(conn(), REAL_FLAVORS)
     print('flavors for real guests: %s' % ', '.join(f[0] for f in REAL_FLAVORS))
 
 

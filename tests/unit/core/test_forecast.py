@@ -26,6 +26,17 @@ def office_world(weight=0.5):
     return doc
 
 
+def hot_only_now(doc):
+    """office_world's doc with hv1 hot now; in the hour ahead its office
+    server is at 30 %, and hv1 as loaded as the others (1.0 - 8 x 0.6 / 8
+    = 0.4)."""
+    doc['hypervisors'][0]['metrics']['cpu'] = 1.0
+    doc['hypervisors'][1]['metrics']['forecast']['cpu'] = 0.4
+    doc['servers'][0]['usage'].update(
+        cpu=0.9, forecast={'cpu': 0.3, 'ram': 0.5})
+    return doc
+
+
 class TestView(unittest.TestCase):
     def test_a_server_is_blended_with_its_forecast(self):
         snap = forecast.view(snapshot_io.parse(office_world()))
@@ -86,15 +97,8 @@ class TestPlanning(unittest.TestCase):
                                                options).moves)
 
     def test_a_domain_hot_only_now_is_left_alone_and_said(self):
-        doc = office_world(weight=1.0)
-        # Now hv1 is hot; in the hour ahead its office server is at 30 %,
-        # and hv1 as loaded as the others (1.0 - 8 x 0.6 / 8 = 0.4).
-        doc['hypervisors'][0]['metrics']['cpu'] = 1.0
-        doc['hypervisors'][1]['metrics']['forecast']['cpu'] = 0.4
-        doc['servers'][0]['usage'].update(
-            cpu=0.9, forecast={'cpu': 0.3, 'ram': 0.5})
-        plan = planner.make_plan(snapshot_io.parse(doc),
-                                 opts.PlannerOptions())
+        plan = planner.make_plan(snapshot_io.parse(hot_only_now(
+            office_world(weight=1.0))), opts.PlannerOptions())
         self.assertEqual((), plan.moves)
         [domain] = plan.domains
         self.assertRegex(domain['held'], r'^imbalance 0\.\d+ now but 0\.\d+ on the load '
@@ -185,11 +189,7 @@ class TestEarnedWeight(unittest.TestCase):
 
     def test_held_says_the_weights_earned(self):
         doc = measured(office_world(weight=1.0), (1.0, 0.1, 0.0))
-        doc['hypervisors'][0]['metrics']['cpu'] = 1.0
-        doc['hypervisors'][1]['metrics']['forecast']['cpu'] = 0.4
-        doc['servers'][0]['usage'].update(
-            cpu=0.9, forecast={'cpu': 0.3, 'ram': 0.5})
-        plan = planner.make_plan(snapshot_io.parse(doc),
+        plan = planner.make_plan(snapshot_io.parse(hot_only_now(doc)),
                                  opts.PlannerOptions())
         [domain] = plan.domains
         self.assertIn('(now blended with the 1h ahead on the last 7 days, '
