@@ -145,9 +145,11 @@ class Actions:
                 return None
             newest = max(found, key=lambda m: (str(m.get('created_at') or ''),
                                                int(m.get('id') or 0)))
-            return executor.MigrationView(id=str(newest['id']),
-                                          status=str(newest.get('status')
-                                                     or ''))
+            return executor.MigrationView(
+                id=str(newest['id']), status=str(newest.get('status') or ''),
+                **{'memory_%s' % name: _bytes(newest.get(
+                    'memory_%s_bytes' % name))
+                   for name in ('total', 'processed', 'remaining')})
         except ERRORS + SHAPE as exc:
             raise executor.ActionError('Nova GET /os-migrations: %s' % _why(
                 exc)) from exc
@@ -160,6 +162,15 @@ class Actions:
             sdk_exc.raise_from_response(response)
         except ERRORS as exc:
             raise executor.ActionError(_why(exc)) from exc
+
+
+def _bytes(value):
+    """A byte count of Nova's progress figures, or None: null, and anything
+    but a non-negative integer below 2**63 (a float, a text, a boolean), is
+    unknown rather than an error, as it only feeds the progress line."""
+    if type(value) is not int or not 0 <= value < 2 ** 63:
+        return None
+    return value
 
 
 def _why(exc):

@@ -206,6 +206,35 @@ class TestMigrationRecord(unittest.TestCase):
             200, {'migrations': records[::-1]})})
         self.assertEqual('22', acts(compute).migration(SERVER, 0).id)
 
+    def test_memory_progress_of_a_running_live_migration(self):
+        # Nova 2.80's figures of the memory copy (libvirt's job info).
+        record = dict(_record(31, 'live-migration', '2026-11-20T11:00:00Z'),
+                      memory_total_bytes=134742016,
+                      memory_processed_bytes=100663296,
+                      memory_remaining_bytes=32505856,
+                      disk_total_bytes=0)
+        compute = FakeCompute({('GET', '/os-migrations'): response(
+            200, {'migrations': [record]})})
+        found = acts(compute).migration(SERVER, 0)
+        self.assertEqual((134742016, 100663296, 32505856), found.memory)
+
+    def test_memory_figures_nova_does_not_give_are_unknown(self):
+        # null (a queued migration), and what no Nova sends: each figure
+        # on its own is unknown, never an error and never a number made up.
+        for odd in (None, -1, 1.5, float('nan'), '100', True, 2 ** 64, [1]):
+            record = dict(_record(32, 'live-migration',
+                                  '2026-11-20T11:00:00Z'),
+                          memory_total_bytes=odd,
+                          memory_processed_bytes=1048576)
+            compute = FakeCompute({('GET', '/os-migrations'): response(
+                200, {'migrations': [record]})})
+            found = acts(compute).migration(SERVER, 0)
+            self.assertEqual((None, 1048576, None), found.memory, odd)
+        compute = FakeCompute({('GET', '/os-migrations'): response(
+            200, {'migrations': [_record(33, 'live-migration',
+                                         '2026-11-20T11:00:00Z')]})})
+        self.assertIsNone(acts(compute).migration(SERVER, 0).memory)
+
 
 NODE_VIEW = {
     'id': SERVER, 'name': 'web1', 'status': 'ACTIVE',
