@@ -7,6 +7,7 @@ checks the destination. A request that changes something is never sent
 twice: only reads are retried when they get no answer.
 """
 
+import dataclasses
 import datetime
 
 import requests
@@ -22,6 +23,9 @@ from osc_leveller.core import snapshot as snapshot_io
 LIVE_MIGRATE_VERSION = '2.34'  # a named host, no force, pre-checks async
 MIGRATIONS_VERSION = '2.80'  # instance_uuid filter, uuid and integer id
 ABORT_VERSION = '2.65'  # abort queued and preparing migrations too
+# What GET /servers/ID/migrations/ID shows (Nova's in_progress, less
+# post-migrating: memory copied by then).
+PROGRESS_STATUSES = ('queued', 'preparing', 'running')
 COLD_MIGRATE_VERSION = '2.56'  # a named host
 SERVICE_VERSION = '2.53'  # services by uuid
 ERRORS = (sdk_exc.SDKException, ksa_exc.ClientException)
@@ -145,12 +149,30 @@ class Actions:
                 return None
             newest = max(found, key=lambda m: (str(m.get('created_at') or ''),
                                                int(m.get('id') or 0)))
-            return executor.MigrationView(id=str(newest['id']),
-                                          status=str(newest.get('status')
-                                                     or ''))
+            view = executor.MigrationView(
+                id=str(newest['id']), status=str(newest.get('status') or ''))
         except ERRORS + SHAPE as exc:
             raise executor.ActionError('Nova GET /os-migrations: %s' % _why(
                 exc)) from exc
+        if cold or view.status.lower() not in PROGRESS_STATUSES:
+            return view
+        return dataclasses.replace(view, **self._memory(server_id, view.id))
+
+    def _memory(self, server_id, migration_id):
+        """A running live migration's memory figures (os-migrations leaves
+        them out; the server's migrations API has them while it runs).
+        Only for the progress line: a failed read means no figures."""
+        try:
+            response = self.conn.compute.get(
+                '/servers/%s/migrations/%s' % (server_id, migration_id),
+                microversion=MIGRATIONS_VERSION, connect_retries=0)
+            sdk_exc.raise_from_response(response)
+            shown = response.json()['migration']
+            return {'memory_%s' % name: _bytes(shown.get(
+                'memory_%s_bytes' % name))
+                for name in ('total', 'processed', 'remaining')}
+        except ERRORS + SHAPE:
+            return {}
 
     def abort(self, server_id, migration_id):
         try:
@@ -160,6 +182,15 @@ class Actions:
             sdk_exc.raise_from_response(response)
         except ERRORS as exc:
             raise executor.ActionError(_why(exc)) from exc
+
+
+def _bytes(value):
+    """A byte count of Nova's progress figures, or None: null, and anything
+    but a non-negative integer below 2**63 (a float, a text, a boolean), is
+    unknown rather than an error, as it only feeds the progress line."""
+    if type(value) is not int or not 0 <= value < 2 ** 63:
+        return None
+    return value
 
 
 def _why(exc):

@@ -41,6 +41,9 @@ NOT_STARTED = 'not started'
 PROBLEMS = (FAILED, TIMED_OUT, ABORTED)
 
 ABORT_GRACE = 120.0  # seconds to let Nova roll back after an abort
+# A running move's memory figures are shown at most this often (seconds).
+PROGRESS_EVERY = 5.0
+MIB = 1024 * 1024
 
 
 class ActionError(errors.LevellerError):
@@ -64,6 +67,19 @@ class ServerView:
 class MigrationView:
     id: str  # Nova's integer id, what the abort call takes
     status: str
+    # Nova's progress of a live migration's memory copy, in bytes (None:
+    # not reported). processed counts pages sent again, so it may pass total.
+    memory_total: int = None
+    memory_processed: int = None
+    memory_remaining: int = None
+
+    @property
+    def memory(self):
+        """(total, processed, remaining), or None when Nova shows none
+        (all null, or all 0 before libvirt's job has started)."""
+        figures = (self.memory_total, self.memory_processed,
+                   self.memory_remaining)
+        return figures if any(figures) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -451,6 +467,7 @@ class Executor:
         for move, watch in list(running.items()):
             result = self._outcome(move, watch)
             if result is None:
+                self._show_memory(move, watch, total)
                 continue
             del running[move]
             ended.append(move)
@@ -458,12 +475,26 @@ class Executor:
             self._log(result.status, reason=result.reason,
                       duration=round(result.duration, 1),
                       migration_id=result.migration_id,
-                      **self._fields(move))
+                      **self._fields(move), **_memory_fields(watch.memory))
             self.progress('[%d/%d] %s: %s in %.0f s%s' % (
                 watch.number, total, self._label(move), result.status,
                 result.duration, ', ' + result.reason
                 if result.status != DONE else ''))
         return ended
+
+    def _show_memory(self, move, watch, total):
+        """A progress line with Nova's memory figures of a running move,
+        when they changed, at most once in PROGRESS_EVERY seconds."""
+        if watch.memory is None or watch.memory == watch.shown:
+            return
+        now = self.clock()
+        if watch.shown_at is not None and \
+                now - watch.shown_at < PROGRESS_EVERY:
+            return
+        watch.shown, watch.shown_at = watch.memory, now
+        self.progress('[%d/%d] %s: %s' % (watch.number, total,
+                                          self._label(move),
+                                          _memory_text(watch.memory)))
 
     def _cold(self, move):
         return self.kinds.get(move.server_id) == 'cold'
@@ -475,6 +506,8 @@ class Executor:
             server = self.actions.server(move.server_id)
             migration = self.actions.migration(move.server_id, watch.since,
                                                cold=self._cold(move))
+            if migration is not None and migration.memory is not None:
+                watch.memory = migration.memory
             if (self._cold(move) and server is not None
                     and server.status == 'VERIFY_RESIZE'
                     and not watch.confirmed):
@@ -601,6 +634,37 @@ class _Watch:
     started: float  # monotonic
     aborted: bool = False
     confirmed: bool = False
+    memory: tuple = None  # the last MigrationView.memory Nova showed
+    shown: tuple = None  # the figures last put on a progress line
+    shown_at: float = None  # and when (monotonic)
+
+
+def _mib(value):
+    return value / MIB
+
+
+def _memory_text(memory):
+    """'96 of 128 MiB sent, 31 MiB remaining', of what Nova shows."""
+    total, processed, remaining = memory
+    parts = []
+    if processed is not None:
+        parts.append('%.0f%s MiB sent' % (
+            _mib(processed), '' if total is None else ' of %.0f' % _mib(total)))
+    elif total is not None:
+        parts.append('%.0f MiB to send' % _mib(total))
+    if remaining is not None:
+        parts.append('%.0f MiB remaining' % _mib(remaining))
+    return ', '.join(parts)
+
+
+def _memory_fields(memory):
+    """The journal's memory_*_mb fields of the last figures seen."""
+    if memory is None:
+        return {}
+    return {'memory_%s_mb' % name: None if value is None
+            else round(_mib(value), 1)
+            for name, value in zip(('total', 'processed', 'remaining'),
+                                   memory)}
 
 
 def in_flight(snapshot, options):

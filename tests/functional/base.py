@@ -33,6 +33,7 @@ connection = _devcloud.connection
 wait_for = _devcloud.wait_for
 DevcloudTestCase = _devcloud.DevcloudTestCase
 prometheus_get = _devcloud.prometheus_get
+by_host = _devcloud.by_host
 
 
 def by_label(query, label):

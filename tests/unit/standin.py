@@ -957,6 +957,8 @@ class StandIn:
                 ('POST', '/v2.1/servers/{id}/action', self._action, True),
                 ('GET', '/v2.1/servers/{id}/migrations',
                  self._server_migrations, True),
+                ('GET', '/v2.1/servers/{id}/migrations/{id}',
+                 self._server_migration, True),
                 ('DELETE', '/v2.1/servers/{id}/migrations/{id}',
                  self._abort, True),
                 ('GET', '/v2.1/os-hypervisors', self._hypervisors_brief,
@@ -1984,6 +1986,18 @@ class StandIn:
         return self._paged(req, 'migrations', 'os-migrations', found,
                            lambda m: self._migration_view(req, m),
                            lambda m: m['uuid'])
+
+    def _server_migration(self, req, server_id, migration_id):
+        """Nova's show of one live migration in progress, else 404."""
+        if req.version < (2, 23):
+            raise _Fail(404, 'The resource could not be found.')
+        self._policy(req, 'os_compute_api:servers:migrations:show')
+        found = [m for m in self._server_migrations(req, server_id)[
+            'migrations'] if str(m['id']) == migration_id]
+        if not found:
+            raise _Fail(404, 'In-progress live migration %s is not found '
+                        'for server %s.' % (migration_id, server_id))
+        return {'migration': found[0]}
 
     def _server_migrations(self, req, server_id):
         if req.version < (2, 23):

@@ -119,6 +119,8 @@ CALLS = [
     Call(NOVA, 'GET', '/v2.1/os-migrations', '2.80',
          {'instance_uuid': '{server}', 'migration_type': 'live-migration',
           'changes-since': '{since}'}),
+    # a running live migration's memory figures (404 once it ended)
+    Call(NOVA, 'GET', '/v2.1/servers/{server}/migrations/{migration}', '2.80'),
     # no such migration: refused
     Call(NOVA, 'DELETE', '/v2.1/servers/{server}/migrations/{migration}',
          '2.65', probe={'migration': '0'}),

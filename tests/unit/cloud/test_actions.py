@@ -206,6 +206,53 @@ class TestMigrationRecord(unittest.TestCase):
             200, {'migrations': records[::-1]})})
         self.assertEqual('22', acts(compute).migration(SERVER, 0).id)
 
+    def progress(self, record, shown):
+        """(the view, the requests) of a migration whose server-migration
+        show answers `shown` (a Response)."""
+        compute = FakeCompute({
+            ('GET', '/os-migrations'): response(200, {'migrations': [record]}),
+            ('GET', '/servers/%s/migrations/%s' % (SERVER, record['id'])): shown})
+        return acts(compute).migration(SERVER, 0), compute.requests
+
+    def test_memory_progress_of_a_running_live_migration(self):
+        # os-migrations leaves the figures out; the server's migrations
+        # API shows them (libvirt's job info) while the move runs.
+        record = _record(31, 'live-migration', '2026-11-20T11:00:00Z')
+        found, calls = self.progress(record, response(200, {'migration': dict(
+            record, server_uuid=SERVER, memory_total_bytes=134742016,
+            memory_processed_bytes=100663296, memory_remaining_bytes=32505856,
+            disk_total_bytes=0)}))
+        self.assertEqual((134742016, 100663296, 32505856), found.memory)
+        self.assertEqual(('GET', '/servers/%s/migrations/31' % SERVER, '2.80'),
+                         (calls[1]['method'], calls[1]['url'],
+                          calls[1]['microversion']))
+
+    def test_no_progress_read_once_it_ended(self):
+        # Nova shows only migrations in progress (404 after): not asked.
+        for status in ('completed', 'failed', 'cancelled', 'error'):
+            record = _record(34, 'live-migration', '2026-11-20T11:00:00Z',
+                             status)
+            found, calls = self.progress(record, response(404))
+            self.assertEqual(1, len(calls), calls)
+            self.assertIsNone(found.memory)
+
+    def test_memory_figures_nova_does_not_give_are_unknown(self):
+        # null (a queued migration), and what no Nova sends: each figure
+        # on its own is unknown, never an error and never a number made up.
+        record = _record(32, 'live-migration', '2026-11-20T11:00:00Z')
+        for odd in (None, -1, 1.5, float('nan'), '100', True, 2 ** 64, [1]):
+            found, _ = self.progress(record, response(200, {'migration': dict(
+                record, memory_total_bytes=odd,
+                memory_processed_bytes=1048576)}))
+            self.assertEqual((None, 1048576, None), found.memory, odd)
+        # A read that fails only leaves the figures out: the migration's
+        # status, what the run decides on, is still read.
+        for answer in (response(404), response(500), response(200, ['x']),
+                       response(200, {'migration': 'x'})):
+            found, _ = self.progress(record, answer)
+            self.assertEqual(('32', 'running', None),
+                             (found.id, found.status, found.memory))
+
 
 NODE_VIEW = {
     'id': SERVER, 'name': 'web1', 'status': 'ACTIVE',

@@ -52,6 +52,10 @@ class FakeNova:
         self.peak_per_host = 0
         self.snapshots = 0
         self.around = []  # the moves each read was asked for (None: all)
+        # (total, processed, remaining) bytes a running live migration
+        # shows at its first, second... poll (the last one after that), as
+        # Nova 2.80 reports libvirt's memory copy; none: null figures
+        self.figures = []
 
     def snapshot(self, moves=None):
         """The whole cloud, even when asked for what some moves touch."""
@@ -129,6 +133,10 @@ class FakeNova:
             return
         if migration['status'] == 'queued':
             self._set(migration, 'running')
+        if self.figures and migration['status'] == 'running':
+            polls = migration['polls'] = migration.get('polls', -1) + 1
+            migration['memory'] = self.figures[min(polls,
+                                                   len(self.figures) - 1)]
         if behaviour in ('hang', 'stuck') and migration['status'] == 'running':
             return
         if left > 1 and migration['status'] == 'running':
@@ -174,9 +182,13 @@ class FakeNova:
         found = [m for m in self.migrations if m['server_id'] == server_id
                  and m['migration_type'] == kind and snapshot_io.parse_time(
                      m.get('updated_at') or m['created_at']) >= since - 5]
-        return executor.MigrationView(id=found[-1]['id'],
-                                      status=found[-1]['status']) \
-            if found else None
+        if not found:
+            return None
+        total, processed, remaining = found[-1].get('memory', (None,) * 3)
+        return executor.MigrationView(
+            id=found[-1]['id'], status=found[-1]['status'],
+            memory_total=total, memory_processed=processed,
+            memory_remaining=remaining)
 
     def abort(self, server_id, migration_id):
         self.calls.append(('abort', server_id, migration_id))
@@ -465,6 +477,84 @@ class TestFailures(ExecutorTest):
         self.assertEqual([], self.nova.calls)
         self.assertEqual([m.server_id for m in moves], [
             f['server_id'] for f in self.events('not-started')])
+
+
+MIB = 1024 * 1024
+
+
+class TestMemoryProgress(ExecutorTest):
+    """Nova's memory figures of a running live migration: on a progress
+    line when they change, at most every PROGRESS_EVERY seconds, and the
+    last ones kept in the move's final journal record."""
+
+    def setUp(self):
+        super().setUp()
+        self.move = self.plan.moves[0]
+        self.lines = []  # (clock, line) of every progress line
+
+    def run_plan(self, moves=None, **options):
+        self.progress = _Timed(self.lines, lambda: self.clock.now)
+        return super().run_plan(moves, **options)
+
+    def memory_lines(self):
+        return [(t, line) for t, line in self.lines if 'MiB' in line]
+
+    def test_lines_follow_the_figures_without_flooding(self):
+        # 8 MiB more every poll for 12 polls, then a copy that stalls
+        # (never converges) until the timeout aborts it.
+        self.nova.figures = [(128 * MIB, 8 * MIB * i, 128 * MIB - 8 * MIB * i)
+                             for i in range(1, 13)]
+        self.nova.behaviour[self.move.destination] = 'hang'
+        results = self.run_plan(moves=[self.move], timeout=30)
+        self.assertEqual([executor.ABORTED], self.statuses(results))
+        shown = self.memory_lines()
+        times = [t for t, _ in shown]
+        self.assertGreaterEqual(len(shown), 3, self.lines)
+        self.assertTrue(all(b - a >= executor.PROGRESS_EVERY
+                            for a, b in zip(times, times[1:])), shown)
+        # The stalled figures were shown once, not at every later poll.
+        self.assertEqual('[1/1] %s %s -> %s: 96 of 128 MiB sent, 32 MiB '
+                         'remaining' % (self.move.server_name,
+                                        self.move.source,
+                                        self.move.destination),
+                         shown[-1][1])
+        self.assertLess(times[-1], 20)
+        [aborted] = self.events('aborted')
+        self.assertEqual((128.0, 96.0, 32.0), (
+            aborted['memory_total_mb'], aborted['memory_processed_mb'],
+            aborted['memory_remaining_mb']))
+
+    def test_a_done_move_keeps_its_last_figures(self):
+        self.nova.figures = [(512 * MIB, 100 * MIB, None),
+                             (512 * MIB, 700 * MIB + MIB // 10, 0)]
+        results = self.run_plan(moves=[self.move])
+        self.assertEqual([executor.DONE], self.statuses(results))
+        [done] = self.events('done')
+        # processed counts pages sent again: past the total is honest
+        self.assertEqual((512.0, 700.1, 0.0), (
+            done['memory_total_mb'], done['memory_processed_mb'],
+            done['memory_remaining_mb']))
+        self.assertIn('100 of 512 MiB sent', self.memory_lines()[0][1])
+        self.assertNotIn('remaining', self.memory_lines()[0][1])
+
+    def test_no_figures_no_line_and_no_fields(self):
+        results = self.run_plan(moves=[self.move])
+        self.assertEqual([executor.DONE], self.statuses(results))
+        self.assertEqual([], self.memory_lines())
+        [done] = self.events('done')
+        self.assertFalse([k for k in done if k.startswith('memory_')], done)
+
+
+class _Timed(list):
+    """A progress callback that keeps (clock, line) of each line."""
+
+    def __init__(self, lines, clock):
+        super().__init__()
+        self.lines, self.clock = lines, clock
+
+    def append(self, line):
+        super().append(line)
+        self.lines.append((self.clock(), line))
 
 
 class TestServerNames(ExecutorTest):
