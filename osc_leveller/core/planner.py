@@ -366,7 +366,6 @@ class Planner:
         rows.sort(key=lambda r: (order[r[3]], r[2], r[0]))
         return refusal, rows
 
-
     def _estimate(self, server, dest):
         """'; live migration about N s (basis)' where the history tells."""
         durations = self.rules.durations

@@ -202,7 +202,12 @@ def snapshot_doc():
                    'migration_type': 'live-migration',
                    'source_compute': 'cmp-hv2', 'dest_compute': 'cmp-hv1',
                    'created_at': '2026-11-19T09:00:00Z',
-                   'updated_at': '2026-11-19T09:05:00Z'}]
+                   'updated_at': '2026-11-19T09:05:00Z',
+                   # Nova's progress figures (libvirt): plans carry
+                   # estimates, so both formats' fields are mutated.
+                   'memory_total_bytes': 16 << 30,
+                   'memory_processed_bytes': 17 << 30,
+                   'memory_remaining_bytes': 0}]
     doc = b.document(hyps, servers, groups, migrations)
     snapshot_io.parse(copy.deepcopy(doc))  # valid, or the corpus is wrong
     return doc
@@ -252,6 +257,8 @@ def plan_doc():
     doc = plan_mod.to_document(plan)
     doc['created_at'] = '2026-11-20T12:05:00Z'
     assert len(doc['moves']) >= 2, 'the corpus needs a plan with moves'
+    assert all('estimate' in m for m in doc['moves']), \
+        'the corpus needs moves with estimates'
     plan_mod.from_document(copy.deepcopy(doc))
     return doc
 

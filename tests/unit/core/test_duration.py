@@ -1,6 +1,5 @@
 """Duration estimates of live migrations from Nova's own history."""
 
-import dataclasses
 import json
 import math
 import unittest
