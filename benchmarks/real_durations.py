@@ -144,9 +144,9 @@ def move(conn, server, dest, work, env):
         'wait': started.get('wait_seconds'),
         'apply_seconds': ended.get('duration'),
         'nova_seconds': nova,
-        'memory_total_mib': (mig.get('memory_total_bytes') or 0) / 2 ** 20,
-        'memory_processed_mib': (mig.get('memory_processed_bytes') or 0)
-        / 2 ** 20,
+        'ram_mib': server.flavor['ram'],
+        'behaviour': next(g[2] for g in GUESTS
+                          if PREFIX + g[0] == server.name),
         'downtime_ms': downtime(dest, fresh.instance_name),
     }
 
@@ -170,11 +170,11 @@ def summary(rows):
 
 
 def table(rows):
-    out = ['| # | server | to | RAM sent (MiB) | estimate (s) | apply (s) | '
+    out = ['| # | server | to | RAM (MiB) | estimate (s) | apply (s) | '
            'Nova (s) | downtime (ms) |', '|---|---|---|---|---|---|---|---|']
     for i, r in enumerate(rows, 1):
         out.append('| %d | %s | %s | %.0f | %s | %s | %.0f | %s |' % (
-            i, r['server'][len(PREFIX):], r['to'], r['memory_processed_mib'],
+            i, r['server'][len(PREFIX):], r['to'], r['ram_mib'],
             '-' if r['estimate'] is None else '%.1f' % r['estimate'],
             '-' if r['apply_seconds'] is None else '%.1f' % r['apply_seconds'],
             r['nova_seconds'],

@@ -390,13 +390,8 @@ def build_migrations(migrations):
                 and m.get('instance_uuid')]
 
 
-# Nova's progress figures of a live migration, kept where it has them.
-MEMORY_FIGURES = ('memory_total_bytes', 'memory_processed_bytes',
-                  'memory_remaining_bytes')
-
-
 def _migration_doc(migration):
-    doc = {
+    return {
         'id': migration['id'], 'server_id': migration['instance_uuid'],
         'status': migration['status'],
         'migration_type': migration.get('migration_type'),
@@ -405,9 +400,6 @@ def _migration_doc(migration):
         'created_at': _timestamp(migration.get('created_at')),
         'updated_at': _timestamp(migration.get('updated_at')),
     }
-    doc.update((key, migration[key]) for key in MEMORY_FIGURES
-               if migration.get(key) is not None)
-    return doc
 
 
 def _timestamp(value):

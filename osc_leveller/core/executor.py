@@ -635,9 +635,8 @@ def _estimate(rules, snapshot, move, host):
     if server is None or server.status in model.STOPPED_STATUSES or \
             not rules.durations:
         return None
-    estimate = rules.durations.of(
+    return rules.durations.of(
         server, snapshot.hypervisor(server.hypervisor).host, host)
-    return estimate if estimate is not None and estimate.converges else None
 
 
 def _unit(move):

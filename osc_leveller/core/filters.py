@@ -670,7 +670,7 @@ def migration_time(server, dest, state, rules):
     estimate = rules.durations.of(
         server, rules.snapshot.hypervisor(server.hypervisor).host, dest.host)
     limit = rules.options.move_timeout
-    if estimate is not None and estimate.seconds > limit:
+    if estimate is not None and estimate.seconds >= limit:
         return 'a live migration would take %s, more than apply.timeout ' \
             '(%g s): %s' % (estimate.text(), limit, estimate.basis)
 

@@ -294,12 +294,6 @@ class Migration:
     created_at: float = None  # seconds since the epoch
     updated_at: float = None
     id: str = ''
-    # Nova's progress figures of a live migration (2.80; libvirt driver
-    # only), in bytes: the guest's RAM, what was sent, what was left to
-    # send at the last look. None where Nova has none.
-    memory_total: int = None
-    memory_processed: int = None
-    memory_remaining: int = None
 
     @property
     def in_progress(self):

@@ -149,7 +149,7 @@ def with_estimates(snapshot, moves):
     found = []
     for move in moves:
         estimate = duration.of_move(durations, move)
-        if estimate is not None and estimate.converges:
+        if estimate is not None:
             move = dataclasses.replace(move, estimate=(
                 round(estimate.seconds, 1), estimate.basis))
         found.append(move)

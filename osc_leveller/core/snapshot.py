@@ -513,9 +513,6 @@ def _migration(data, path):
         dest_compute=data.get('dest_compute') or '',
         created_at=when('created_at'),
         updated_at=when('updated_at'),
-        memory_total=data.get('memory_total_bytes'),
-        memory_processed=data.get('memory_processed_bytes'),
-        memory_remaining=data.get('memory_remaining_bytes'),
     )
 
 
@@ -663,16 +660,10 @@ def _group_doc(g):
 
 
 def _migration_doc(m):
-    doc = {
+    return {
         'id': m.id or None, 'server_id': m.server_id, 'status': m.status,
         'migration_type': m.migration_type,
         'source_compute': m.source_compute, 'dest_compute': m.dest_compute,
         'created_at': format_time(m.created_at) if m.created_at else None,
         'updated_at': format_time(m.updated_at) if m.updated_at else None,
     }
-    for key, value in (('memory_total_bytes', m.memory_total),
-                       ('memory_processed_bytes', m.memory_processed),
-                       ('memory_remaining_bytes', m.memory_remaining)):
-        if value is not None:
-            doc[key] = value
-    return doc
