@@ -432,8 +432,11 @@ KEYS = (
         help='Most live migrations running at once',
         flag=Flag('--max-parallel', 'Migrations running at once (default '
                   '{default})', '<count>')),
-    Key('apply.timeout', FLOAT, 900.0, minimum=1,
-        help='Seconds one live migration may take before it is aborted',
+    Key('apply.timeout', FLOAT, 900.0, minimum=1, option='move_timeout',
+        recorded_if_set=True,
+        help='Seconds one live migration may take before it is aborted; '
+             'a move Nova\'s history predicts to take longer is not '
+             'planned',
         flag=Flag('--timeout', 'Abort a migration that has not finished '
                   'after this long (default {default})', '<seconds>')),
     Key('apply.poll_interval', FLOAT, 2.0, minimum=0.1,

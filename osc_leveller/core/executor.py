@@ -23,6 +23,7 @@ import dataclasses
 import time
 
 from osc_leveller.core import checks
+from osc_leveller.core import duration
 from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import forecast
@@ -292,8 +293,9 @@ class Executor:
             self._log('not-started', reason=why, **self._fields(move))
 
     def _round(self, pending, view, results, batch, running, stale):
-        """Moves to start now, each with the compute host to ask Nova for;
-        stale ones are skipped on the way.
+        """Moves to start now, each with the compute host to ask Nova for
+        and the estimate of its duration (or None); stale ones are skipped
+        on the way.
 
         Only moves of the first pending wave go together (later waves may
         need room that earlier ones free). No hypervisor is a destination
@@ -365,7 +367,8 @@ class Executor:
                     self.progress('%s: skipped, %s' % (self._label(move),
                                                        reason))
                     continue
-                chosen[move] = snapshot.hypervisor(move.destination).host
+                host = snapshot.hypervisor(move.destination).host
+                chosen[move] = (host, _estimate(rules, snapshot, move, host))
                 taken.append(index)
                 units.add(_unit(move))
                 state.apply(move.server_id, move.destination)
@@ -433,13 +436,20 @@ class Executor:
             fields['plan_server'] = move.server_name
         return fields
 
-    def _start(self, move, host, results, running, total):
+    def _start(self, move, target, results, running, total):
         """Ask Nova to migrate the server to the compute host: the move is
         running then, or failed if Nova refused. False when the journal
-        could not say so first: nothing asked, no result."""
+        could not say so first: nothing asked, no result. target: (compute
+        host, Estimate or None); the move is waited for as long as its
+        estimate says, within the timeout (core/duration.py)."""
+        host, estimate = target
+        wait = duration.wait_for(estimate, self.options.timeout)
         since = self.wall()
         number = len(results) + len(running) + 1
-        if not self._log('migrate', destination_host=host,
+        sized = {} if estimate is None else {
+            'estimate_seconds': round(estimate.seconds, 1),
+            'wait_seconds': round(wait, 1)}
+        if not self._log('migrate', destination_host=host, **sized,
                          **self._fields(move)):
             return False
         self._asking = move
@@ -455,10 +465,11 @@ class Executor:
             self.progress('[%d/%d] %s: failed, %s' % (
                 number, total, self._label(move), exc))
             return True
-        running[move] = _Watch(number, host, since, self.clock())
+        running[move] = _Watch(number, host, since, self.clock(), wait)
         self._asking = None
-        self.progress('[%d/%d] %s: migrating' % (number, total,
-                                                 self._label(move)))
+        self.progress('[%d/%d] %s: migrating%s' % (
+            number, total, self._label(move), '' if estimate is None else
+            ' (%s expected, waits up to %.0f s)' % (estimate.text(), wait)))
         return True
 
     def _settle(self, running, results, total):
@@ -518,7 +529,7 @@ class Executor:
                     watch.confirmed = True
                 return None
         except ActionError as exc:
-            if elapsed < self.options.timeout:
+            if elapsed < watch.wait:
                 return None  # a blip reading Nova; the timeout still holds
             return Result(move, TIMED_OUT, 'cannot read Nova: %s' % exc,
                           elapsed)
@@ -550,14 +561,13 @@ class Executor:
                           '%s' % (mig_status, server.status,
                                   server.hypervisor), elapsed, mig_id)
         if watch.aborted:
-            if elapsed >= self.options.timeout + ABORT_GRACE:
+            if elapsed >= watch.wait + ABORT_GRACE:
                 return Result(move, TIMED_OUT, 'aborted after %.0f s, but '
                               'Nova still reports %s' % (
-                                  self.options.timeout,
-                                  mig_status or 'no migration'),
+                                  watch.wait, mig_status or 'no migration'),
                               elapsed, mig_id)
             return None
-        if elapsed < self.options.timeout:
+        if elapsed < watch.wait:
             return None
         return self._abort(move, watch, migration, elapsed)
 
@@ -632,6 +642,7 @@ class _Watch:
     host: str  # the compute host Nova was asked to migrate to
     since: float  # wall-clock time the migration was requested
     started: float  # monotonic
+    wait: float  # seconds before it is aborted
     aborted: bool = False
     confirmed: bool = False
     memory: tuple = None  # the last MigrationView.memory Nova showed
@@ -679,6 +690,17 @@ def in_flight(snapshot, options):
                for h in hosts) or not any(hosts):
             found.append(mig)
     return found
+
+
+def _estimate(rules, snapshot, move, host):
+    """The Estimate of the move's live migration on the cloud just read,
+    never the plan file's; None for a cold one or when unknown."""
+    server = snapshot.server(move.server_id)
+    if server is None or server.status in model.STOPPED_STATUSES or \
+            not rules.durations:
+        return None
+    return rules.durations.of(
+        server, snapshot.hypervisor(server.hypervisor).host, host)
 
 
 def _unit(move):

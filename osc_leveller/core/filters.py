@@ -16,6 +16,7 @@ recently.
 import collections
 
 from osc_leveller.core import config
+from osc_leveller.core import duration
 from osc_leveller.core import extra_specs
 from osc_leveller.core import images
 from osc_leveller.core import model
@@ -126,6 +127,14 @@ class Rules:
         # use. Other states are trials of the path finder.
         self.kept_state = None
         self.guard = None
+        self._durations = None
+
+    @property
+    def durations(self):
+        """The history's estimates of live migrations, made on first use."""
+        if self._durations is None:
+            self._durations = duration.Durations(self.snapshot)
+        return self._durations
 
     def cooldown(self, server_id):
         """(hours, why) of the server's cooldown: the cooldown setting,
@@ -652,6 +661,20 @@ def saturated(state, name, added=0.0):
     return demand if demand > host.cpu_size * (1 + 1e-9) else None
 
 
+def migration_time(server, dest, state, rules):
+    """The leveller's own rule: no live migration that Nova's history
+    predicts to outlast apply.timeout, after which apply would abort it
+    (core/duration.py)."""
+    if not rules.durations or server.status in model.STOPPED_STATUSES:
+        return None
+    estimate = rules.durations.of(
+        server, rules.snapshot.hypervisor(server.hypervisor).host, dest.host)
+    limit = rules.options.move_timeout
+    if estimate is not None and estimate.seconds >= limit:
+        return 'a live migration would take %s, more than apply.timeout ' \
+            '(%g s): %s' % (estimate.text(), limit, estimate.basis)
+
+
 def ceiling(server, dest, state, rules):
     after = state.score(dest.name) + state.load_model.delta(server.id,
                                                             dest.name)
@@ -667,7 +690,7 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
                        required_traits, images.image_properties,
                        images.as_capable_image, server_groups,
                        unrecorded_attempts, soft_server_groups,
-                       capacity, saturation, ceiling)
+                       migration_time, capacity, saturation, ceiling)
 
 # Checks that refuse what Nova would accept, on purpose: rules of the
 # leveller's own, and what the API cannot show (the leveller never guesses
@@ -675,7 +698,8 @@ DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
 # (benchmarks/conformance.py) counts the moves they cost apart.
 CHOICES = frozenset(('same_zone', 'soft_server_groups', 'numa',
                      'capabilities', 'locked', 'source_usable',
-                     'as_capable_image', 'unrecorded_attempts'))
+                     'as_capable_image', 'unrecorded_attempts',
+                     'migration_time'))
 
 
 # An operator's target placement is theirs to make: only the ceiling,

@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 
+from osc_leveller.core import duration
 from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import options as opts
@@ -55,6 +56,9 @@ class Move:
     # The better-ranked destination that refused the server, and why:
     # (hypervisor, reason), or () when the best one took it.
     refused: tuple = ()
+    # How long the live migration should take, from Nova's history
+    # (core/duration.py): (seconds, basis), or () when it cannot tell.
+    estimate: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +95,9 @@ def build(snapshot, options, moves, before, after, created, note='',
     held = held or {}
     lost = lost or {}
     forecast = forecast or {}
+    moves = with_estimates(snapshot, moves)
     return Plan(
-        moves=tuple(moves),
+        moves=moves,
         imbalance_before=scoring.pooled_imbalance(before),
         imbalance_after=scoring.pooled_imbalance(after),
         domains=tuple(
@@ -133,6 +138,22 @@ class Waves:
                    self.last.get(destination, 0)) + 1
         self.last[source] = self.last[destination] = wave
         return wave
+
+
+def with_estimates(snapshot, moves):
+    """The moves, each with its duration estimate where the cloud's
+    history tells one."""
+    durations = duration.Durations(snapshot)
+    if not durations:
+        return tuple(moves)
+    found = []
+    for move in moves:
+        estimate = duration.of_move(durations, move)
+        if estimate is not None:
+            move = dataclasses.replace(move, estimate=(
+                round(estimate.seconds, 1), estimate.basis))
+        found.append(move)
+    return tuple(found)
 
 
 def fingerprint(snap):
@@ -265,6 +286,10 @@ def _move_doc(move):
         doc['refused'] = dict(zip(('hypervisor', 'reason'), move.refused))
     else:
         del doc['refused']
+    if move.estimate:
+        doc['estimate'] = dict(zip(('seconds', 'basis'), move.estimate))
+    else:
+        del doc['estimate']
     return doc
 
 
@@ -360,6 +385,9 @@ def _move(doc):
     if 'refused' in doc:
         values['refused'] = (doc['refused']['hypervisor'],
                              doc['refused']['reason'])
+    if 'estimate' in doc:
+        values['estimate'] = (doc['estimate']['seconds'],
+                              doc['estimate']['basis'])
     return Move(**values)
 
 

@@ -360,10 +360,20 @@ class Planner:
                 continue
             after = score + self.model.delta(server.id, hyp.name)
             rows.append((hyp.name, domain, score, 'accepted',
-                         'score would be %.2f -> %.2f' % (score, after)))
+                         'score would be %.2f -> %.2f%s' % (
+                             score, after, self._estimate(server, hyp))))
         order = {'current': 0, 'accepted': 1, 'rejected': 2}
         rows.sort(key=lambda r: (order[r[3]], r[2], r[0]))
         return refusal, rows
+
+    def _estimate(self, server, dest):
+        """'; live migration about N s (basis)' where the history tells."""
+        durations = self.rules.durations
+        estimate = durations.of(server, self.snapshot.hypervisor(
+            server.hypervisor).host, dest.host) if durations else None
+        if estimate is None:
+            return ''
+        return '; live migration %s (%s)' % (estimate.text(), estimate.basis)
 
 
 def _describe(server, load_model):

@@ -2,6 +2,8 @@
 
 from cliff import columns
 
+from osc_leveller.core import duration
+
 BAR_WIDTH = 10
 
 
@@ -53,6 +55,17 @@ class PercentColumn(columns.FormattableColumn):
 
     def machine_readable(self):
         return None if self._value is None else round(self._value * 100, 1)
+
+
+class DurationColumn(columns.FormattableColumn):
+    """Seconds a live migration should take: 'about 12 s' in a table,
+    the number in JSON; empty or null when not estimated."""
+
+    def human_readable(self):
+        return '' if self._value is None else duration.describe(self._value)
+
+    def machine_readable(self):
+        return self._value
 
 
 def _number(value):

@@ -20,7 +20,8 @@ from osc_leveller.v1 import report
 MOVE_COLUMNS = ('#', 'Server', 'Source', 'Destination', 'Wave', 'Gain',
                 'Reason')
 LONG_COLUMNS = ('Server ID', 'Destination Host', 'Domain', 'RAM (GiB)',
-                'Source Score', 'Destination Score', 'Imbalance')
+                'Source Score', 'Destination Score', 'Imbalance',
+                'Estimate')
 EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
 
 
@@ -133,7 +134,9 @@ def _row(index, move, long):
                 round(move.ram_gb, 1),
                 columns.BeforeAfterColumn(move.source_score),
                 columns.BeforeAfterColumn(move.destination_score),
-                columns.BeforeAfterColumn(move.imbalance))
+                columns.BeforeAfterColumn(move.imbalance),
+                columns.DurationColumn(move.estimate[0] if move.estimate
+                                       else None))
     return row
 
 

@@ -252,6 +252,8 @@ def plan_doc():
     doc = plan_mod.to_document(plan)
     doc['created_at'] = '2026-11-20T12:05:00Z'
     assert len(doc['moves']) >= 2, 'the corpus needs a plan with moves'
+    assert all('estimate' in m for m in doc['moves']), \
+        'the corpus needs moves with estimates'
     plan_mod.from_document(copy.deepcopy(doc))
     return doc
 

@@ -557,6 +557,69 @@ class _Timed(list):
         self.lines.append((self.clock(), line))
 
 
+def quick_history():
+    """web5..web7 (12 GiB) came to hv1 seven hours ago, in 15 s each."""
+    migs = []
+    for i in (5, 6, 7):
+        start = NOW - 7 * 3600 + 60 * i
+        migs.append({
+            'id': 'old%d' % i, 'server_id': 'id-web%d' % i,
+            'status': 'completed', 'migration_type': 'live-migration',
+            'source_compute': b.compute_host('hv2'),
+            'dest_compute': b.compute_host('hv1'),
+            'created_at': snapshot_io.format_time(start),
+            'updated_at': snapshot_io.format_time(start + 15)})
+    return migs
+
+
+class TestSizedWait(ExecutorTest):
+    """Each move is waited for as long as Nova's history says it should
+    take (core/duration.py), within the timeout."""
+
+    def setUp(self):
+        super().setUp()
+        self.nova = FakeNova(self.hyps, self.servers, quick_history())
+        self.assertNotIn(self.plan.moves[0].server_id,
+                         [m['server_id'] for m in quick_history()])
+
+    def test_a_move_is_aborted_when_its_estimate_is_long_past(self):
+        self.nova.behaviour[self.plan.moves[0].destination] = 'hang'
+        results = self.run_plan(max_parallel=1)
+        self.assertEqual(executor.ABORTED, results[0].status)
+        # Not after the 900 s timeout: 15 s expected, waited for three
+        # times that, at least 60 s.
+        self.assertGreaterEqual(results[0].duration, 60)
+        self.assertLess(results[0].duration, 70)
+        started = self.events('migrate')[0]
+        self.assertAlmostEqual(15, started['estimate_seconds'], delta=2)
+        self.assertEqual(60, started['wait_seconds'])
+        self.assertRegex(self.progress[0], r'migrating \(about 1\d s '
+                         r'expected, waits up to 60 s\)$')
+
+    def test_the_timeout_still_bounds_the_wait(self):
+        self.nova.behaviour[self.plan.moves[0].destination] = 'hang'
+        results = self.run_plan(max_parallel=1, timeout=30)
+        self.assertEqual(executor.ABORTED, results[0].status)
+        self.assertLess(results[0].duration, 40)
+        self.assertEqual(30, self.events('migrate')[0]['wait_seconds'])
+
+    def test_the_estimate_is_the_clouds_not_the_plan_files(self):
+        # A plan file may say anything: apply sizes the wait from the
+        # history it reads itself.
+        moves = [dataclasses.replace(m, estimate=(1e6, 'a plan file'))
+                 for m in self.plan.moves[:1]]
+        self.run_plan(moves, max_parallel=1)
+        started = self.events('migrate')[0]
+        self.assertAlmostEqual(15, started['estimate_seconds'], delta=2)
+
+    def test_without_a_history_the_timeout_is_the_wait(self):
+        self.nova = FakeNova(self.hyps, self.servers)
+        self.nova.behaviour[self.plan.moves[0].destination] = 'hang'
+        results = self.run_plan(max_parallel=1, timeout=200)
+        self.assertGreaterEqual(results[0].duration, 200)
+        self.assertNotIn('estimate_seconds', self.events('migrate')[0])
+
+
 class TestServerNames(ExecutorTest):
     """Results, progress and the journal name a server as the cloud read
     before its move names it."""

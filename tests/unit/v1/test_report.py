@@ -264,6 +264,26 @@ class TestReportFile(test_commands.CommandTest):
                                   for a in parsed.find('section')])
         self.assertEqual([evil], [r for _, r in parsed.reasons])
 
+    def test_estimates_in_their_own_column(self):
+        from tests.unit.core import test_duration
+        snapshot = test_duration.hot(test_duration.history())
+        options = core_options.PlannerOptions(
+            now=test_duration.NOW, cooldown_hours=0)
+        the_plan = planner.make_plan(snapshot, options)
+        self.assertTrue(the_plan.moves)
+        text = report.render(report_data.of_plan(snapshot, the_plan, options))
+        page = Page(text)
+        self.assertIn('<th>Expected</th>', text)
+        cells = [a for tag, a, _, _ in page.elements
+                 if tag == 'td' and 'estimate' in a.get('class', '')]
+        self.assertEqual(len(the_plan.moves), len(cells))
+        self.assertEqual([m.estimate[1] for m in the_plan.moves],
+                         [c['title'] for c in cells])
+        # Without a history: no such column.
+        plain = planner.make_plan(test_duration.hot([]), options)
+        self.assertNotIn('Expected', report.render(report_data.of_plan(
+            test_duration.hot([]), plain, options)))
+
     def test_a_domain_without_n_plus_one_says_so(self):
         snapshot = test_n_plus_one.no_spare()
         options = core_options.PlannerOptions(keep_n_plus_one=True)
