@@ -102,8 +102,25 @@ def downtime(host, instance):
     return None
 
 
-def move(conn, server, dest, work, env):
-    """Move the server to dest through plan + apply; its figures."""
+def cap(host, instance, mibs):
+    """Cap the guest's migration speed on its source daemon once its job
+    runs (Nova passes its own bandwidth when it starts the job)."""
+    uri = 'qemu+tcp://%s/system' % ADDR.get(host, host)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = subprocess.run(['virsh', '-c', uri, 'domjobinfo', instance],
+                             capture_output=True, text=True).stdout
+        if 'Unbounded' in job:
+            subprocess.run(['virsh', '-c', uri, 'migrate-setspeed', instance,
+                            str(mibs)], capture_output=True)
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def move(conn, server, dest, work, env, speed=None):
+    """Move the server to dest through plan + apply; its figures. speed:
+    MiB/s its copy is capped at, as a slower network would."""
     target = os.path.join(work, 'target.yaml')
     with open(target, 'w') as f:
         f.write('%s: %s\n' % (server.id, dest))
@@ -113,13 +130,21 @@ def move(conn, server, dest, work, env):
         os.unlink(journal)
     config = os.path.join(work, 'config.yaml')
     run(['openstack', 'leveller', 'plan', '--target-placement', target,
-         '--no-prometheus', '--config', config, '--output-file', plan,
-         '-f', 'value', '-c', '#'], env)
+         '--no-prometheus', '--ceiling', '2', '--config', config,
+         '--output-file', plan, '-f', 'value', '-c', '#'], env)
     with open(plan) as f:
         planned = json.load(f)['moves']
-    run(['openstack', 'leveller', 'apply', plan, '--no-prometheus',
+    applying = subprocess.Popen(
+        ['openstack', 'leveller', 'apply', plan, '--placement-plan',
+         '--no-prometheus', '--ceiling', '2',
          '--config', config, '--journal', journal, '--lock-file',
-         os.path.join(work, 'lock'), '-f', 'value', '-c', 'Status'], env)
+         os.path.join(work, 'lock'), '-f', 'value', '-c', 'Status'], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if speed:
+        cap(server.compute_host, server.instance_name, speed)
+    _, err = applying.communicate()
+    if applying.returncode not in (0, 2):
+        say(err)
     records = [json.loads(line) for line in open(journal)]
     started = next(r for r in records if r['event'] == 'migrate')
     ended = next(r for r in records if r['event'] in (
@@ -187,6 +212,9 @@ def main():
     parser.add_argument('--rounds', type=int, default=5,
                         help='moves of every guest (default 5)')
     parser.add_argument('--output', help='write the figures as JSON here')
+    parser.add_argument('--speed', type=int,
+                        help='cap each copy at this many MiB/s, as a slower '
+                        'network would (virsh migrate-setspeed)')
     parser.add_argument('--keep', action='store_true',
                         help='leave the guests booted')
     args = parser.parse_args()
@@ -207,7 +235,7 @@ def main():
                 for server in servers:
                     server = conn.compute.get_server(server.id)
                     dest = hosts[1 - hosts.index(server.compute_host)]
-                    row = move(conn, server, dest, work, env)
+                    row = move(conn, server, dest, work, env, args.speed)
                     rows.append(row)
                     say('round %d %s -> %s: %s, estimate %s, apply %s s, '
                         'Nova %s s' % (number + 1, row['server'], dest,
@@ -222,7 +250,8 @@ def main():
         print(line)
     if args.output:
         with open(args.output, 'w') as f:
-            json.dump({'guests': [list(g) for g in GUESTS], 'moves': rows,
+            json.dump({'guests': [list(g) for g in GUESTS],
+                       'speed_mib_s': args.speed, 'moves': rows,
                        'summary': summary(rows)}, f, indent=1)
             f.write('\n')
 

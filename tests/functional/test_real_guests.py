@@ -320,6 +320,18 @@ class TestRealGuests(test_evacuate.Evacuating, base.DevcloudTestCase):
             self.assertEqual(other, hosts[name])
             beats[name] = self.beating(name, beats[name])
         drain = {r['Server']: r['Duration (s)'] for r in rows}
+        # Each move waited for as long as Nova's history says it takes
+        # (test_1's move is in it): its estimate, three times over, at
+        # least 60 s, within the 900 s timeout; never the timeout alone.
+        started = self.journal('migrate')
+        self.assertEqual(len(on_it), len(started), started)
+        for record in started:
+            self.assertGreater(record['estimate_seconds'], 0, record)
+            self.assertAlmostEqual(min(900, max(60, 3 * record[
+                'estimate_seconds'])), record['wait_seconds'], delta=0.5,
+                msg=record)
+        self.assertIn(' expected, waits up to ', err)
+        estimates = {r['server']: r['estimate_seconds'] for r in started}
 
         code, rows, err = self.evacuate(drained, '--restore', '--move-back')
         self.assertEqual(0, code, err)
@@ -333,8 +345,9 @@ class TestRealGuests(test_evacuate.Evacuating, base.DevcloudTestCase):
         service = base.openstack('compute', 'service', 'list', '--host', drained,
                                  '--service', 'nova-compute')[0]
         self.assertEqual('enabled', service['Status'])
-        print('evacuate %s: %r; back: %r' % (
-            drained, drain, {r['Server']: r['Duration (s)'] for r in rows}))
+        print('evacuate %s: %r (estimates %r); back: %r' % (
+            drained, drain, estimates,
+            {r['Server']: r['Duration (s)'] for r in rows}))
 
 
 def _when(record):
