@@ -290,7 +290,9 @@ class TestLiveMixed(base.DevcloudTestCase):
                     before[1][m][server['id']], after[1][m][server['id']]),
                     0.02, '%s lasting %s' % (server['name'], m))
 
-    def test_forecast_queries_in_a_real_prometheus(self):
+    def test_z_forecast_queries_in_a_real_prometheus(self):
+        # z: last of its class (tests run by name), so the two minutes of
+        # series it waits for build up while the others run.
         # The forecast's query, as the leveller writes it, on a day of one
         # minute: the mean of each past "day"'s subquery, joined per series
         # by Prometheus itself, server queries' info join included.
