@@ -8,13 +8,16 @@ shown only while it runs (GET /servers/{id}/migrations); the history (GET
 still in the cloud gives a point (the server's RAM, seconds), and from
 those:
 
-- the fixed cost of a move and the rate RAM goes at: a line through the
-  points, fitted robustly (the median slope between migrations of servers
-  at least SPREAD apart in RAM, then the median intercept). Without sizes
-  that far apart the two cannot be told apart: no fixed cost, and the rate
-  is the median of RAM / seconds, which overestimates larger moves;
+- the fixed cost of a move: for each pair of compute hosts, a line through
+  its points, fitted robustly (the median slope between migrations of
+  servers at least SPREAD apart in RAM, then the median intercept); the
+  median of those intercepts, one vote a migration (rates differ between
+  pairs, so one line through all would not tell it). Without sizes that far
+  apart it cannot be told apart: none, and RAM alone takes the time, which
+  overestimates larger moves;
 - the rate between two compute hosts where servers moved between them
-  (either way): the median of RAM / (seconds - fixed cost);
+  (either way): the median of RAM / (seconds - fixed cost); else the
+  cloud-wide median;
 - the server's own pace: how much longer than its RAM alone would take its
   last completed live migration took. A guest that writes to its memory
   while it is copied has those pages sent again; the libvirt exporters
@@ -68,9 +71,9 @@ def wait_for(estimate, timeout):
 
 
 def _line(points):
-    """(fixed seconds, seconds per byte) through (bytes, seconds) points of
-    one pair of hosts, or None when their sizes are too alike: the median
-    slope between points SPREAD apart, then the median intercept."""
+    """The fixed seconds of a line through (bytes, seconds) points of one
+    pair of hosts, or None when their sizes are too alike: the median slope
+    between points SPREAD apart, then the median intercept (at least 0)."""
     points = sorted(points)
     slopes = [(t2 - t1) / (p2 - p1)
               for i, (p1, t1) in enumerate(points)
