@@ -32,7 +32,6 @@ seconds is known to about a second.
 """
 
 import collections
-import dataclasses
 import statistics
 
 from osc_leveller.core import model
@@ -48,10 +47,20 @@ WAIT_AT_LEAST = 60.0
 UNFINISHED = model.FAILED_STATUSES + model.CANCELLED_STATUSES
 
 
-@dataclasses.dataclass(frozen=True)
 class Estimate:
-    seconds: float
-    basis: str  # how it was reached, for people
+    """seconds, and basis: how they were reached, for people. basis may be
+    given as a function that words it, called on first use: the planner
+    weighs many estimates and shows few."""
+
+    def __init__(self, seconds, basis):
+        self.seconds = seconds
+        self._basis = basis
+
+    @property
+    def basis(self):
+        if callable(self._basis):
+            self._basis = self._basis()
+        return self._basis
 
     def text(self):
         return describe(self.seconds)
@@ -150,41 +159,60 @@ class Durations:
         return bool(self.count or self.unfinished)
 
     def _rate(self, source, destination):
-        rate, count = self.pairs.get(_pair(source, destination), (None, 0))
-        if rate is not None:
-            return rate, '%d between these hosts' % count
-        return self.rate, 'cloud-wide'
+        """(bytes a second, the migrations between the two hosts it comes
+        from; 0: the cloud-wide rate)."""
+        return self.pairs.get(_pair(source, destination), (self.rate, 0))
+
+    def to(self, server, destination_host):
+        """The Estimate of moving the server live from where it is now."""
+        return self.of(server, self.snapshot.hypervisor(
+            server.hypervisor).host, destination_host)
 
     def of(self, server, source_host, destination_host):
         """The Estimate of moving the server live between the compute
-        hosts, or None when the history cannot tell."""
-        seconds, parts = 0.0, []
+        hosts; None for a stopped server (a cold migration), or when the
+        history cannot tell."""
+        if not self or server.status in model.STOPPED_STATUSES:
+            return None
+        seconds, copy = 0.0, None
         if self.count:
             ram = server.ram_gb * 1024 * MIB
-            rate, where = self._rate(source_host, destination_host)
+            rate, moves = self._rate(source_host, destination_host)
             pace = self.pace.get(server.id, 1.0)
             seconds = (self.fixed or 0.0) + pace * ram / rate
+            copy = (ram, rate, moves, pace)
+        last = self.unfinished.get(server.id)
+        if last is None or last.updated_at <= self.last_done.get(
+                server.id, float('-inf')) or \
+                last.updated_at - last.created_at <= seconds:
+            last = None
+        else:
+            seconds = last.updated_at - last.created_at
+        if copy is None and last is None:
+            return None
+        return Estimate(seconds, lambda: self._basis(copy, last))
+
+    def _basis(self, copy, last):
+        parts = []
+        if copy is not None:
+            ram, rate, moves, pace = copy
             parts.append('%.0f MiB of RAM at %.0f MiB/s (%s)%s, %s; from %d '
                          'completed live migrations' % (
-                             ram / MIB, rate / MIB, where,
+                             ram / MIB, rate / MIB,
+                             '%d between these hosts' % moves if moves
+                             else 'cloud-wide',
                              ' x %.1f, the pace of its last live migration'
                              % pace if abs(pace - 1) >= 0.1 else '',
                              '%.0f s fixed' % self.fixed
                              if self.fixed is not None else
                              'no fixed cost told apart (sizes too alike)',
                              self.count))
-        last = self.unfinished.get(server.id)
-        if last is not None and last.updated_at > self.last_done.get(
-                server.id, float('-inf')):
-            ran = last.updated_at - last.created_at
-            if ran > seconds:
-                seconds = ran
-                parts.append('at least as long as its last live migration, '
-                             '%s unfinished after %.0f s' % (
-                                 last.status.lower(), ran))
-        if not parts:
-            return None
-        return Estimate(seconds, '; '.join(parts))
+        if last is not None:
+            parts.append('at least as long as its last live migration, '
+                         '%s unfinished after %.0f s' % (
+                             last.status.lower(),
+                             last.updated_at - last.created_at))
+        return '; '.join(parts)
 
 
 def _pair(a, b):
@@ -196,7 +224,6 @@ def of_move(durations, move):
     snap = durations.snapshot
     server = snap.server(move.server_id)
     source = snap.find_hypervisor(move.source)
-    if server is None or source is None or \
-            server.status in model.STOPPED_STATUSES:
+    if server is None or source is None:
         return None
     return durations.of(server, source.host, move.destination_host)

@@ -368,7 +368,10 @@ class Executor:
                                                        reason))
                     continue
                 host = snapshot.hypervisor(move.destination).host
-                chosen[move] = (host, _estimate(rules, snapshot, move, host))
+                # Its estimate from the cloud just read, never the plan's.
+                server = snapshot.server(move.server_id)
+                chosen[move] = (host, server and rules.durations.to(
+                    server, host))
                 taken.append(index)
                 units.add(_unit(move))
                 state.apply(move.server_id, move.destination)
@@ -690,17 +693,6 @@ def in_flight(snapshot, options):
                for h in hosts) or not any(hosts):
             found.append(mig)
     return found
-
-
-def _estimate(rules, snapshot, move, host):
-    """The Estimate of the move's live migration on the cloud just read,
-    never the plan file's; None for a cold one or when unknown."""
-    server = snapshot.server(move.server_id)
-    if server is None or server.status in model.STOPPED_STATUSES or \
-            not rules.durations:
-        return None
-    return rules.durations.of(
-        server, snapshot.hypervisor(server.hypervisor).host, host)
 
 
 def _unit(move):

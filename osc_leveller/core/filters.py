@@ -665,10 +665,7 @@ def migration_time(server, dest, state, rules):
     """The leveller's own rule: no live migration that Nova's history
     predicts to outlast apply.timeout, after which apply would abort it
     (core/duration.py)."""
-    if not rules.durations or server.status in model.STOPPED_STATUSES:
-        return None
-    estimate = rules.durations.of(
-        server, rules.snapshot.hypervisor(server.hypervisor).host, dest.host)
+    estimate = rules.durations.to(server, dest.host)
     limit = rules.options.move_timeout
     if estimate is not None and estimate.seconds >= limit:
         return 'a live migration would take %s, more than apply.timeout ' \

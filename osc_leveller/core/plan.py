@@ -144,8 +144,6 @@ def with_estimates(snapshot, moves):
     """The moves, each with its duration estimate where the cloud's
     history tells one."""
     durations = duration.Durations(snapshot)
-    if not durations:
-        return tuple(moves)
     found = []
     for move in moves:
         estimate = duration.of_move(durations, move)

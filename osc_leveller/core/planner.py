@@ -368,9 +368,7 @@ class Planner:
 
     def _estimate(self, server, dest):
         """'; live migration about N s (basis)' where the history tells."""
-        durations = self.rules.durations
-        estimate = durations.of(server, self.snapshot.hypervisor(
-            server.hypervisor).host, dest.host) if durations else None
+        estimate = self.rules.durations.to(server, dest.host)
         if estimate is None:
             return ''
         return '; live migration %s (%s)' % (estimate.text(), estimate.basis)
