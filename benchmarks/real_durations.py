@@ -158,13 +158,12 @@ def move(conn, server, dest, work, env, speed=None):
             datetime.datetime.fromisoformat(mig['created_at'])
             ).total_seconds()
     fresh = conn.compute.get_server(server.id)
+    estimated = planned[0].get('estimate', {}) if planned else {}
     return {
         'server': server.name, 'from': server.compute_host, 'to': dest,
         'status': ended['event'],
-        'planned_estimate': (planned[0].get('estimate') or {}).get('seconds')
-        if planned else None,
-        'basis': (planned[0].get('estimate') or {}).get('basis')
-        if planned else None,
+        'planned_estimate': estimated.get('seconds'),
+        'basis': estimated.get('basis'),
         'estimate': started.get('estimate_seconds'),
         'wait': started.get('wait_seconds'),
         'apply_seconds': ended.get('duration'),
