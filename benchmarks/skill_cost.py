@@ -270,7 +270,7 @@ class Counting(prometheus.Client):
         """Counts from zero, and no connection kept from the run before
         (a cron run is a new process; Prometheus closes idle ones)."""
         self.requests, self.bytes, self.server = 0, 0, 0.0
-        self.session.close()
+        self.close()
 
     def _read(self, response, what, *args):
         body = super()._read(response, what, *args)

@@ -2,14 +2,26 @@
 
 Credentials go into request headers only and never into messages. What the
 answers mean for the leveller is cloud/measure.py's business.
+
+Retries are urllib3's (Retry on the sessions' adapters): a request that got
+no answer, HTTP 5xx, or 429 with a Retry-After, is asked again up to
+`retries` times. The first retry goes at once (a keep-alive connection the
+server dropped), the next after BACKOFF * 2, * 4, ... seconds, at most
+BACKOFF_MOST: 0, 0.5, 1, 2, 2, ... s. A Retry-After is waited for instead,
+up to RETRY_AFTER_MOST seconds: a proxy that asks for an hour does not hold
+a cron run, which goes on with load from allocations after the retries.
+An answer broken off while read is not asked again.
 """
 
 import json
+import logging
 import math
 import re
 import urllib.parse
 
 import requests
+import requests.adapters
+import urllib3
 
 from osc_leveller.core import config
 from osc_leveller.core import errors
@@ -19,6 +31,9 @@ CHUNK = MIB  # bytes read at a time
 # Prometheus refuses a range query of more points a series (its
 # /api/v1/query_range limit): longer ranges are asked in parts.
 MOST_POINTS = 11000
+BACKOFF = 0.25  # seconds; urllib3 waits BACKOFF * 2 ** (retry - 1)
+BACKOFF_MOST = 2.0
+RETRY_AFTER_MOST = 10  # seconds, as long as prometheus.timeout's default
 
 
 class PrometheusError(errors.LevellerError):
@@ -41,8 +56,8 @@ class TooManySamples(Unreachable):
 class Client:
     """Instant and range queries against Prometheus' HTTP API.
 
-    No answer, or HTTP 5xx after the retries, is Unreachable: the caller may
-    fall back to allocations. Any other answer that is not a successful
+    No answer, or HTTP 5xx or 429 after the retries, is Unreachable: the
+    caller may fall back to allocations. Any other answer that is not a successful
     instant vector is a PrometheusError, a hard error: refused credentials, a
     query Prometheus rejects, or a URL that answers but not like Prometheus
     (the URL of Keystone, say). An operator who configured that URL wants to
@@ -50,20 +65,28 @@ class Client:
     """
 
     def __init__(self, url, token=None, username=None, password=None,
-                 ca_bundle=None, timeout=10.0, retries=2, session=None,
+                 ca_bundle=None, timeout=10.0, retries=2,
                  connect_timeout=5.0, max_answer_mb=config.BY_NAME[
                      'prometheus.max_answer_mb'].default):
         self.url = url.rstrip('/')
         self.timeout = (connect_timeout, timeout)
         self.retries = retries
         self.max_answer_mb = max_answer_mb
-        self.session = session or requests.Session()
-        if token:
-            self.session.headers['Authorization'] = 'Bearer %s' % token
-        elif username:
-            self.session.auth = (username, password or '')
-        if ca_bundle:
-            self.session.verify = ca_bundle
+        retry = _Retry(
+            total=retries, allowed_methods={'GET'},
+            status_forcelist=range(500, 600), raise_on_status=False,
+            backoff_factor=BACKOFF, backoff_max=BACKOFF_MOST)
+        self.session = _session(retry, token, username, password, ca_bundle)
+        # A call with a timeout of its own (the forecast's history, the
+        # heaviest queries) is not asked again after a read timeout: it
+        # would take as long again.
+        self.heavy_session = _session(retry.new(read=False), token, username,
+                                      password, ca_bundle)
+
+    def close(self):
+        """Closes the connections kept open."""
+        self.session.close()
+        self.heavy_session.close()
 
     def query(self, promql, at=None):
         """[(labels, value)] of an instant vector query, evaluated at the
@@ -133,34 +156,26 @@ class Client:
     def _get(self, path, params, what, spent=0, timeout=None):
         """(response, its body as bytes): at most max_answer_mb MiB with
         the spent bytes of the answer's parts before. timeout: as
-        query_range's."""
-        last, kind = None, Unreachable
+        query_range's. An answer broken off while read is not asked again
+        (urllib3 retries until the answer begins)."""
+        session = self.session if timeout is None else self.heavy_session
         waits = self.timeout if timeout is None else (self.timeout[0],
                                                       timeout)
-        for _ in range(self.retries + 1):
+        try:
+            response = session.get(self.url + path, params=params,
+                                   timeout=waits, stream=True)
+        except requests.RequestException as exc:
+            raise _unreached(self.url, exc) from exc
+        with response:
+            if response.status_code >= 500 or response.status_code == 429:
+                raise Unreachable('Prometheus at %s answered HTTP %d' % (
+                    self.url, response.status_code))
             try:
-                response = self.session.get(self.url + path, params=params,
-                                            timeout=waits, stream=True)
+                return response, self._read(response, what, spent)
             except requests.RequestException as exc:
-                last = 'cannot reach Prometheus at %s: %s' % (
-                    self.url, type(exc).__name__)
-                kind = TimedOut if isinstance(exc, requests.ReadTimeout) \
-                    else Unreachable
-                if kind is TimedOut and timeout is not None:
-                    break
-                continue
-            kind = Unreachable
-            with response:
-                if response.status_code >= 500:
-                    last = 'Prometheus at %s answered HTTP %d' % (
-                        self.url, response.status_code)
-                    continue
-                try:
-                    return response, self._read(response, what, spent)
-                except requests.RequestException as exc:
-                    last = 'Prometheus at %s broke off its answer: %s' % (
-                        self.url, type(exc).__name__)
-        raise kind(last)
+                raise Unreachable(
+                    'Prometheus at %s broke off its answer: %s' % (
+                        self.url, type(exc).__name__)) from exc
 
     def _read(self, response, what, spent=0):
         """The body, read until the cap: an answer over it is refused
@@ -283,6 +298,60 @@ class Client:
             seen.add(key)
             found.append((labels, _points(item.get('values', []))))
         return found
+
+
+class _Retry(urllib3.util.Retry):
+    """urllib3's Retry, waiting at most RETRY_AFTER_MOST seconds for a
+    Retry-After, and for none it cannot read (the backoff instead)."""
+
+    def parse_retry_after(self, retry_after):
+        try:
+            seconds = super().parse_retry_after(retry_after)
+        except urllib3.exceptions.InvalidHeader:
+            return 0
+        return min(seconds, RETRY_AFTER_MOST)
+
+
+class _RetriesAtDebug(logging.Filter):
+    """urllib3 warns of each retry, the whole query in the line; ours go
+    to debug: the error after the last retry says why, and a cron run's
+    stderr stays quiet while a retry helps."""
+
+    def filter(self, record):
+        if not (record.args and isinstance(record.args[0], _Retry)):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, 'DEBUG'
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+logging.getLogger('urllib3.connectionpool').addFilter(_RetriesAtDebug())
+
+
+def _session(retry, token, username, password, ca_bundle):
+    """A session retrying as retry says, with the credentials."""
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(max_retries=retry)
+    session.mount('http://', adapter)
+    session.mount('https://', adapter)
+    if token:
+        session.headers['Authorization'] = 'Bearer %s' % token
+    elif username:
+        session.auth = (username, password or '')
+    if ca_bundle:
+        session.verify = ca_bundle
+    return session
+
+
+def _unreached(url, exc):
+    """Unreachable, or TimedOut, for what requests raised: its class names
+    the cause. After the retries urllib3's MaxRetryError holds the last
+    error, and requests calls a read timeout in it a ConnectionError."""
+    reason = getattr(exc.args[0] if exc.args else None, 'reason', None)
+    if isinstance(exc, requests.ReadTimeout) or isinstance(
+            reason, urllib3.exceptions.ReadTimeoutError):
+        return TimedOut('cannot reach Prometheus at %s: ReadTimeout' % url)
+    return Unreachable('cannot reach Prometheus at %s: %s' % (
+        url, type(exc).__name__))
 
 
 def _points(pairs):

@@ -326,7 +326,9 @@ KEYS = (
              'that takes longer is not asked again, and the forecast gets '
              'no weight'),
     Key('prometheus.retries', INT, 2, minimum=0, maximum=10,
-        help='Retries of a query that got no answer or HTTP 5xx'),
+        help='Retries of a query that got no answer, HTTP 5xx, or 429 '
+             'with Retry-After: the first at once, then after 0.5, 1, 2, '
+             '2 ... s, or what Retry-After asks up to 10 s'),
     Key('prometheus.max_answer_mb', INT, 512, minimum=1,
         maximum=1024 * 1024,
         help='Largest answer to one query read, in MiB; a larger one is '

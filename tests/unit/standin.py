@@ -71,7 +71,8 @@ SERVICES = ('keystone', 'nova', 'placement', 'glance', 'prometheus')
 NOVA_MIN, NOVA_MAX = (2, 1), (2, 100)
 PLACEMENT_MIN, PLACEMENT_MAX = (1, 0), (1, 39)
 FAULTS = ('non-json', 'shape', 'shape:null', 'shape:list', 'shape:string',
-          'shape:items', 'status:NNN', 'reset', 'stall', 'slow:SECONDS')
+          'shape:items', 'status:NNN', 'reset', 'stall', 'slow:SECONDS',
+          'retry-after:VALUE', 'cut')
 SHAPES = ('null', 'list', 'string', 'items')
 IN_PROGRESS = ('queued', 'preparing', 'running', 'post-migrating',
                'accepted', 'pre-migrating', 'migrating')
@@ -145,9 +146,10 @@ class Fault:
 
 
 # One request as it arrived: query {name: [values]}, headers the
-# case-insensitive http.client.HTTPMessage, body bytes.
+# case-insensitive http.client.HTTPMessage, body bytes, at its
+# time.monotonic().
 Seen = collections.namedtuple(
-    'Seen', 'service method path template query headers body')
+    'Seen', 'service method path template query headers body at')
 
 
 class _Fail(Exception):
@@ -391,7 +393,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
 
-    def answer(self, status, body, headers):
+    def answer(self, status, body, headers, cut=False):
         if isinstance(body, bytes):
             data = body
         elif body is None and status in (202, 204):
@@ -405,7 +407,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header('Content-Length', str(len(data)))
         self.end_headers()
         if self.command != 'HEAD' and status not in (204, 304):
-            self.wfile.write(data)
+            self.wfile.write(data[:len(data) // 2] if cut else data)
+        if cut:
+            self.close_connection = True
 
     def reset(self):
         # SO_LINGER 0: the close sends a TCP RST rather than a FIN.
@@ -665,8 +669,10 @@ class StandIn:
         the connection is reset, no answer); 'stall' (the request is read
         and not answered until the fault is cleared, then normally, or the
         stand-in stops); 'slow:SECONDS' (answered normally that much
-        later). method: only that HTTP method. times: only the next that
-        many requests. The newest matching fault wins. Returns the Fault;
+        later); 'retry-after:VALUE' (503 with that Retry-After header);
+        'cut' (the answer broken off halfway, the connection closed).
+        method: only that HTTP method. times: only the next that many
+        requests. The newest matching fault wins. Returns the Fault;
         clear it with clear_faults(fault).
         """
         if service not in SERVICES:
@@ -685,9 +691,11 @@ class StandIn:
                 return
             if name == 'slow' and float(arg) >= 0:
                 return
+            if name == 'retry-after' and arg:
+                return
         except ValueError:
             pass
-        if kind in ('non-json', 'reset', 'stall', 'shape') or (
+        if kind in ('non-json', 'reset', 'stall', 'shape', 'cut') or (
                 name == 'shape' and arg in SHAPES):
             return
         raise ValueError('unknown fault %r (one of %s)' % (
@@ -783,7 +791,8 @@ class StandIn:
             self._counts[(service, method, template)] += 1
             if self.keep_requests:
                 self.requests.append(Seen(service, method, path, template,
-                                          query, handler.headers, body))
+                                          query, handler.headers, body,
+                                          time.monotonic()))
         fault = self._take_fault(service, method, path)
         kind = fault.kind if fault else ''
         if kind == 'reset':
@@ -807,7 +816,7 @@ class StandIn:
             status, payload, headers = self._spoil(service, kind, status,
                                                    payload, headers)
         try:
-            handler.answer(status, payload, headers)
+            handler.answer(status, payload, headers, cut=kind == 'cut')
         except OSError:
             handler.close_connection = True
         with self._flight_lock:
@@ -906,6 +915,10 @@ class StandIn:
             return code, self._error_body(service, code, '%s (injected)' % (
                 http.HTTPStatus(code).phrase if code in
                 http.HTTPStatus._value2member_map_ else 'Error')), headers
+        if kind.startswith('retry-after:'):
+            headers['Retry-After'] = kind.split(':', 1)[1]
+            return 503, self._error_body(
+                service, 503, 'Service Unavailable (injected)'), headers
         if kind.startswith('shape'):
             shape = kind.partition(':')[2] or 'null'
             return 200, _misshape(payload, shape), headers

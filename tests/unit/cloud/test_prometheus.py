@@ -2,6 +2,8 @@
 
 import http.server
 import json
+import logging
+import re
 import threading
 import time
 import unittest
@@ -9,6 +11,8 @@ import urllib.parse
 from unittest import mock
 
 from osc_leveller.cloud import prometheus
+from tests.unit import builders as b
+from tests.unit import standin
 
 
 class FakePrometheus(http.server.BaseHTTPRequestHandler):
@@ -470,3 +474,129 @@ class TestAnswerCap(unittest.TestCase):
         # not the 200 MiB.
         self.assertLess(Flood.sent[0], 50 * 2 ** 20)
         self.assertEqual(1, len(Flood.requests))
+
+
+class TestRetries(unittest.TestCase):
+    """urllib3's retries against the stand-in's Prometheus: no answer and
+    HTTP 5xx asked again after a growing wait, a Retry-After waited for up
+    to RETRY_AFTER_MOST."""
+
+    def setUp(self):
+        self.cloud = standin.StandIn(b.document(*b.three_hosts()),
+                                     prometheus=lambda q: [
+                                         ({'hypervisor': 'hv1'}, 0.5)])
+        self.cloud.start()
+        self.addCleanup(self.cloud.stop)
+        self.url = self.cloud.prometheus_url
+
+    def fault(self, kind, times=None):
+        """Prometheus' answers spoiled by the fault alone, counted anew."""
+        self.cloud.clear_faults(service='prometheus')
+        self.cloud.reset_counts()
+        return self.cloud.fault('prometheus', '/api/v1/query', kind,
+                                times=times)
+
+    def gaps(self):
+        """Seconds between the requests' arrivals."""
+        times = [r.at for r in self.cloud.requests]
+        return [b - a for a, b in zip(times, times[1:])]
+
+    def test_5xx_is_asked_again_after_a_growing_wait(self):
+        # 3 retries: at once, then 0.5 s and 1 s later; then Unreachable.
+        self.fault('status:503')
+        client = prometheus.Client(self.url, retries=3)
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            client.query('up')
+        self.assertEqual('Prometheus at %s answered HTTP 503' % self.url,
+                         str(ctx.exception))
+        gaps = self.gaps()
+        self.assertEqual(3, len(gaps))
+        self.assertLess(gaps[0], 0.5)
+        self.assertGreaterEqual(gaps[1], 0.5)
+        self.assertGreaterEqual(gaps[2], 1.0)
+        # Answered on the third try: the answer, as if at once.
+        self.fault('status:502', times=2)
+        self.assertEqual([({'hypervisor': 'hv1'}, 0.5)], client.query('up'))
+        self.assertEqual(3, len(self.cloud.requests))
+
+    def test_no_answer_is_asked_again_after_a_wait(self):
+        closed = prometheus.Client('http://127.0.0.1:9', retries=2)
+        started = time.monotonic()
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            closed.query('up')
+        self.assertGreaterEqual(time.monotonic() - started, 0.5)
+        self.assertEqual('cannot reach Prometheus at http://127.0.0.1:9: '
+                         'ConnectionError', str(ctx.exception))
+        # A connection reset before the answer, retried: the answer.
+        self.fault('reset', times=1)
+        self.assertEqual(1, len(prometheus.Client(
+            self.url, retries=1).query('up')))
+        self.assertEqual(2, len(self.cloud.requests))
+
+    def test_retry_after_is_honoured_up_to_the_cap(self):
+        client = prometheus.Client(self.url, retries=1)
+        self.fault('retry-after:1', times=1)
+        self.assertEqual(1, len(client.query('up')))
+        [gap] = self.gaps()
+        self.assertGreaterEqual(gap, 1.0)  # not the first retry's none
+        # An hour asked: the cap's wait (0.3 s here, 10 s by default).
+        self.fault('retry-after:3600', times=1)
+        with mock.patch.object(prometheus, 'RETRY_AFTER_MOST', 0.3):
+            self.assertEqual(1, len(client.query('up')))
+        [gap] = self.gaps()
+        self.assertGreaterEqual(gap, 0.3)
+        self.assertLess(gap, 5)
+        # One that is no time: no wait for it, and no error either.
+        self.fault('retry-after:soon', times=1)
+        self.assertEqual(1, len(client.query('up')))
+        self.assertEqual(2, len(self.cloud.requests))
+        # Retried as often as the setting says, then Unreachable.
+        self.fault('retry-after:0')
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            client.query('up')
+        self.assertIn('answered HTTP 503', str(ctx.exception))
+        self.assertEqual(2, len(self.cloud.requests))
+
+    def test_429_is_retried_only_when_told_when(self):
+        client = prometheus.Client(self.url, retries=2)
+        self.fault('status:429')
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            client.query('up')
+        self.assertEqual('Prometheus at %s answered HTTP 429' % self.url,
+                         str(ctx.exception))
+        self.assertEqual(1, len(self.cloud.requests))
+
+    def test_an_answer_broken_off_is_not_asked_again(self):
+        # urllib3 retries until an answer begins; the run goes on with
+        # load from allocations, and the next query finds Prometheus again.
+        client = prometheus.Client(self.url, retries=2)
+        self.fault('cut', times=1)
+        with self.assertRaises(prometheus.Unreachable) as ctx:
+            client.query('up')
+        self.assertRegex(str(ctx.exception), '^Prometheus at %s broke off '
+                         'its answer: [A-Za-z]+$' % re.escape(self.url))
+        self.assertEqual(1, len(self.cloud.requests))
+        self.assertEqual(1, len(client.query('up')))
+
+    def test_retries_are_logged_at_debug_only(self):
+        # urllib3 warns of a retry after no answer: a cron run's stderr (a
+        # handler at WARNING) stays quiet; --debug shows each retry.
+        logger = logging.getLogger('urllib3.connectionpool')
+        self.fault('reset')
+        client = prometheus.Client(self.url, retries=1)
+        for level, shown in ((logging.WARNING, []),
+                             (logging.DEBUG, ['DEBUG'])):
+            seen = []
+            handler = logging.Handler(level)
+            handler.emit = lambda record: seen.append(record)
+            saved = logger.level
+            logger.setLevel(level)
+            logger.addHandler(handler)
+            try:
+                with self.assertRaises(prometheus.Unreachable):
+                    client.query('up')
+            finally:
+                logger.removeHandler(handler)
+                logger.setLevel(saved)
+            self.assertEqual(shown, sorted({r.levelname for r in seen
+                                            if 'Retrying' in r.msg}))
