@@ -1716,6 +1716,13 @@ def _prom_raw():
     ]
 
 
+# Answers that count as none after the retries (cloud/prometheus.py): a
+# proxy's rate limit, 503 asking for an hour or for no time at all, an
+# answer broken off half-way.
+PROM_NO_ANSWER = ('status:429', 'retry-after:3600', 'retry-after:soon',
+                  'cut')
+
+
 def gen_prometheus_answers(rng, count):
     cases = []
 
@@ -1779,6 +1786,9 @@ def gen_prometheus_answers(rng, count):
                 leveller={'prometheus': dict(
                     PROM_SETTINGS, token=PROM_TOKEN, forecast_days=1)}),
             secrets=SECRETS))
+    for kind in PROM_NO_ANSWER:
+        add('Prometheus %s' % kind, PromAnswer(), 0, ('PROMETHEUS',),
+            faults=(('prometheus', '/api/v1/query', kind),))
     rng.shuffle(cases)
     return (huge_answers() + cases)[:count]
 
