@@ -1,6 +1,7 @@
 """The metrics file's text, read back as Prometheus reads it."""
 
 import math
+import pathlib
 import unittest
 
 from prometheus_client import parser
@@ -12,6 +13,7 @@ from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.core import runmetrics
+from osc_leveller.core import skill
 from osc_leveller.core import snapshot as snapshot_io
 from tests.unit import builders as b
 from tests.unit.core import test_executor
@@ -33,6 +35,33 @@ def move(name, destination='hv2', ram_gb=8):
     return plan_mod.Move(
         'id-' + name, name, 'hv1', destination, destination, 0, 'az1/Gen1',
         ram_gb, 0.1, (0.9, 0.8), (0.1, 0.2), (0.2, 0.1), 'why')
+
+
+# The file the hand-made writer before prometheus_client wrote for
+# every_figure(): what an upgraded run reads back, and must write again.
+PREVIOUS = pathlib.Path(__file__).parent / 'previous-metrics.prom'
+
+
+def every_figure():
+    """(record, exit code, now, last success) of a run with a sample in
+    every family, and label values that need escaping."""
+    record = runmetrics.Record('apply', NOW - 42.5)
+    record.results = [
+        executor.Result(move('a', ram_gb=8), executor.DONE),
+        executor.Result(move('b', ram_gb=16.5), executor.DONE),
+        executor.Result(move('c'), executor.FAILED, 'boom'),
+        executor.Result(move('d'), executor.SKIPPED, 'locked'),
+        executor.Result(move('e'), executor.NOT_STARTED,
+                        'the batch limit of 2 was reached')]
+    record.imbalance = lambda: [('az1/Gen1', 0.2, 0.1),
+                                ('az"2\\x\nGen2', 0.125, 0.0)]
+    record.forecast = lambda: [('az1/Gen1', {
+        'cpu': skill.Skill(24, 8, 0.2041, 0.0645, 0.1, 0.07, 0.6, 0.5),
+        'ram': skill.Skill(24, 8, 0.02, 0.03, None, 0.02, 0.0, 0.0)})]
+    record.examined([guard.Finding('az1/Gen1', 'load_jump', 'x')],
+                    NOW - 20)
+    record.previous_plausible = NOW - 600
+    return record, 3, NOW, 1_799_996_400.25
 
 
 class TestLabels(unittest.TestCase):
