@@ -20,6 +20,9 @@ import dataclasses
 import math
 import re
 
+import prometheus_client
+import prometheus_client.core
+
 from osc_leveller.core import executor
 from osc_leveller.core import forecast
 from osc_leveller.core import guard
@@ -249,29 +252,31 @@ def exposition(record, exit_code, now, last_success):
          [(command, record.last_plausible)]
          if record.last_plausible is not None else []),
     ]
-    lines = []
-    for name, help_text, samples in families:
-        lines.append('# HELP %s%s %s' % (PREFIX, name, help_text))
-        lines.append('# TYPE %s%s gauge' % (PREFIX, name))
-        for labels, value in samples:
-            lines.append('%s%s{%s} %s' % (PREFIX, name, ','.join(
-                '%s="%s"' % (k, _escape(v)) for k, v in labels.items()),
-                _number(value)))
-    return '\n'.join(lines) + '\n'
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(_Families(families))
+    return prometheus_client.generate_latest(registry).decode('utf-8')
 
 
-def _escape(value):
-    """A label value as the exposition format quotes it."""
-    return str(value).replace('\\', '\\\\').replace('"', '\\"').replace(
-        '\n', '\\n')
+class _Families:
+    """A collector of [(name, help, [(labels, value)])] as gauges.
 
+    Every value must be a finite number: a NaN or an infinity in the file
+    would be a figure that means nothing, so it is refused before writing.
+    """
 
-def _number(value):
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        raise ValueError('not a finite number: %r' % value)
-    return repr(float(value))
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        for name, help_text, samples in self.families:
+            names = list(samples[0][0]) if samples else []
+            family = prometheus_client.core.GaugeMetricFamily(
+                PREFIX + name, help_text, labels=names)
+            for labels, value in samples:
+                if not math.isfinite(value):
+                    raise ValueError('not a finite number: %r' % value)
+                family.add_metric([str(labels[n]) for n in names], value)
+            yield family
 
 
 def _sample(family):

@@ -4,6 +4,8 @@ import math
 import pathlib
 import unittest
 
+import hypothesis
+from hypothesis import strategies as st
 from prometheus_client import parser
 
 from osc_leveller.core import config
@@ -144,6 +146,59 @@ class TestExposition(unittest.TestCase):
         record.imbalance = lambda: [('az1', math.nan, 0.1)]
         self.assertRaises(ValueError, runmetrics.exposition, record, 0, NOW,
                           None)
+
+
+class TestUpgrade(unittest.TestCase):
+    """prometheus_client writes what the hand-made writer wrote, numbers
+    formatted its own way; an upgraded run reads the previous file."""
+
+    @staticmethod
+    def families(text):
+        return [(f.name, f.documentation, f.type, [
+            (s.name, s.labels, s.value) for s in f.samples])
+            for f in parser.text_string_to_metric_families(text)]
+
+    def test_the_same_families_and_samples_as_before(self):
+        before = PREVIOUS.read_text()
+        after = runmetrics.exposition(*every_figure())
+        families = self.families(after)
+        self.assertEqual(self.families(before), families)
+        # Every family has samples, and the parser lost none.
+        self.assertEqual(after.count('# HELP '), len(families))
+        self.assertTrue(all(samples for *_, samples in families))
+        self.assertNotEqual(before, after)  # 1.8e+09, not 1800000000.0
+
+    def test_the_previous_file_is_read_back(self):
+        for text in (PREVIOUS.read_text(),
+                     runmetrics.exposition(*every_figure())):
+            self.assertEqual(1_799_996_400.25, runmetrics.last_success(
+                text, 'apply', NOW))
+            self.assertEqual(NOW - 600, runmetrics.last_plausible(
+                text, 'apply', NOW))
+
+    @hypothesis.settings(max_examples=300, deadline=None)
+    @hypothesis.given(st.one_of(st.just(0.0), st.floats(1.0, NOW)))
+    def test_every_time_written_is_read_back_exactly(self, when):
+        # prometheus_client writes 1.8e+09, 1.70000000025e+09 or 0.0: the
+        # strict reader takes each, to the last bit. (A time before one
+        # second past the epoch would be 1e-05.)
+        record = runmetrics.Record('apply', when)
+        record.examined([], when)
+        text = runmetrics.exposition(record, 0, when, None)
+        self.assertEqual(when, runmetrics.last_success(text, 'apply', NOW))
+        self.assertEqual(when, runmetrics.last_plausible(text, 'apply',
+                                                         NOW))
+
+    def test_no_figure_that_is_no_number(self):
+        for bad in (math.nan, math.inf, -math.inf):
+            record, code, now, success = every_figure()
+            record.forecast = lambda: [('az1/Gen1', {'cpu': skill.Skill(
+                24, 8, 0.2, bad, 0.1, 0.07, 0.6, 0.5)})]
+            with self.assertRaises(ValueError) as ctx:
+                runmetrics.exposition(record, code, now, success)
+            self.assertIn('not a finite number', str(ctx.exception))
+            with self.assertRaises(ValueError):
+                runmetrics.exposition(record, code, now, bad)
 
 
 class TestLastSuccess(unittest.TestCase):
