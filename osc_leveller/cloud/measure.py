@@ -58,6 +58,8 @@ MEMORY = 'node_memory_MemTotal_bytes'
 MIB = 2 ** 20
 UNIT_MS = {'h': 3600000, 'm': 60000, 's': 1000, 'ms': 1}
 MOST = 2 ** 53  # a figure beyond this is written as this
+# Each prometheus setting's declared default (core/config.py).
+DEFAULTS = config.Settings().section('prometheus')
 
 
 @dataclasses.dataclass
@@ -113,9 +115,11 @@ class Reader:
     """Reads host and server load for the given hypervisors."""
 
     def __init__(self, client, queries=None, server_queries=None,
-                 window='5m', host_label='hostname', host_pattern=r'^([^:]+)',
-                 host_match=hostmatch.METHODS, server_profile='auto',
-                 lasting='', forecast=None, capacity=True, reference=None,
+                 window=DEFAULTS['window'], host_label=DEFAULTS['host_label'],
+                 host_pattern=DEFAULTS['host_pattern'],
+                 host_match=DEFAULTS['host_match'],
+                 server_profile=DEFAULTS['server_profile'], lasting='',
+                 forecast=None, capacity=True, reference=None,
                  history_timeout=None):
         self.client = client
         self.queries = dict(HOST_QUERIES if queries is None else queries)
@@ -623,13 +627,15 @@ PROFILES = {
 def reader_from_settings(settings, capacity=True, reference=None):
     """A Reader from the effective ``prometheus`` settings, or None.
 
-    settings: core.config.Settings.section('prometheus'); capacity and
-    reference: what the guard asks (Reader). Credentials in the
-    URL (https://user:pass@host) move into basic auth, so the URL that
+    settings: core.config.Settings.section('prometheus'); keys left out
+    (a mapping made by hand) take their declared defaults. capacity and
+    reference: what the guard asks (Reader). Credentials in the URL
+    (https://user:pass@host) move into basic auth, so the URL that
     messages show carries none.
     """
     if not settings.get('url'):
         return None
+    settings = dict(DEFAULTS, **settings)
     url = urllib.parse.urlsplit(settings['url'])
     username = url.username or settings.get('username')
     password = url.password or settings.get('password')
@@ -637,28 +643,25 @@ def reader_from_settings(settings, capacity=True, reference=None):
     client = prometheus.Client(
         clean, token=settings.get('token'), username=username,
         password=password, ca_bundle=settings.get('ca_bundle'),
-        timeout=settings.get('timeout', 10.0),
-        connect_timeout=settings.get('connect_timeout', 5.0),
-        retries=settings.get('retries', 2),
-        max_answer_mb=settings.get('max_answer_mb') or config.BY_NAME[
-            'prometheus.max_answer_mb'].default)
-    profile = PROFILES[settings.get('profile', 'pressure')]
+        timeout=settings['timeout'],
+        connect_timeout=settings['connect_timeout'],
+        retries=settings['retries'],
+        max_answer_mb=settings['max_answer_mb'])
+    profile = PROFILES[settings['profile']]
     queries = {m: q for m, q in HOST_QUERIES.items() if m in profile}
     queries.update(settings.get('queries') or {})
     return Reader(client,
                   queries={m: q for m, q in queries.items() if q},
                   server_queries=settings.get('server_queries'),
-                  window=settings.get('window', '5m'),
-                  host_label=settings.get('host_label', 'hostname'),
-                  host_pattern=settings.get('host_pattern', r'^([^:]+)'),
-                  host_match=settings.get('host_match', hostmatch.METHODS),
-                  server_profile=settings.get('server_profile', 'auto'),
+                  window=settings['window'],
+                  host_label=settings['host_label'],
+                  host_pattern=settings['host_pattern'],
+                  host_match=settings['host_match'],
+                  server_profile=settings['server_profile'],
                   lasting=settings.get('lasting') or '',
                   capacity=capacity, reference=reference,
-                  history_timeout=settings.get('history_timeout') or
-                  config.BY_NAME['prometheus.history_timeout'].default,
+                  history_timeout=settings['history_timeout'],
                   forecast=model.Forecast(
-                      settings.get('forecast_ahead') or '1h',
-                      settings['forecast_days'],
-                      settings.get('forecast_weight', 0.5))
-                  if settings.get('forecast_days') else None)
+                      settings['forecast_ahead'], settings['forecast_days'],
+                      settings['forecast_weight'])
+                  if settings['forecast_days'] else None)

@@ -36,6 +36,11 @@ BACKOFF_MOST = 2.0
 RETRY_AFTER_MOST = 10  # seconds, as long as prometheus.timeout's default
 
 
+def _default(key):
+    """The prometheus setting's declared default (core/config.py)."""
+    return config.BY_NAME['prometheus.' + key].default
+
+
 class PrometheusError(errors.LevellerError):
     """Prometheus cannot be asked; the message says why, without secrets."""
 
@@ -65,9 +70,10 @@ class Client:
     """
 
     def __init__(self, url, token=None, username=None, password=None,
-                 ca_bundle=None, timeout=10.0, retries=2,
-                 connect_timeout=5.0, max_answer_mb=config.BY_NAME[
-                     'prometheus.max_answer_mb'].default):
+                 ca_bundle=None, timeout=_default('timeout'),
+                 retries=_default('retries'),
+                 connect_timeout=_default('connect_timeout'),
+                 max_answer_mb=_default('max_answer_mb')):
         self.url = url.rstrip('/')
         self.timeout = (connect_timeout, timeout)
         self.retries = retries

@@ -915,6 +915,32 @@ class TestMetrics(unittest.TestCase):
         self.assertEqual((config.HOST_MATCH, 'auto', 'hostname'), (
             reader.host_match, reader.server_profile, reader.host_label))
 
+    def test_defaults_are_the_declared_ones(self):
+        # Settings left out, from the settings or from a mapping made by
+        # hand, are what core/config.py declares.
+        def default(key):
+            return config.BY_NAME['prometheus.' + key].default
+        for reader in (self.reader({'url': 'http://p', 'forecast_days': 7}),
+                       measure.reader_from_settings({
+                           'url': 'http://p', 'forecast_days': 7})):
+            client = reader.client
+            self.assertEqual(
+                ((default('connect_timeout'), default('timeout')),
+                 default('retries'), default('max_answer_mb')),
+                (client.timeout, client.retries, client.max_answer_mb))
+            self.assertEqual(tuple(default(k) for k in (
+                'window', 'host_label', 'host_pattern', 'host_match',
+                'server_profile', 'history_timeout')), (
+                reader.window, reader.host_label, reader.host_pattern,
+                reader.host_match, reader.server_profile,
+                reader.history_timeout))
+            self.assertEqual(set(measure.PROFILES[default('profile')]),
+                             set(reader.queries))
+            self.assertEqual((default('forecast_ahead'),
+                              default('forecast_weight')),
+                             (reader.forecast.ahead, reader.forecast.weight))
+        self.assertIsNone(self.reader({'url': 'http://p'}).forecast)
+
     def test_credentials_in_the_url_become_basic_auth(self):
         reader = self.reader({'url': 'https://ops:s3cret@prom.example:9090'})
         self.assertEqual('https://prom.example:9090', reader.client.url)
