@@ -3,6 +3,7 @@
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from osc_leveller.cloud import libvirt
 from osc_leveller.core import options as core_options
 from osc_leveller.core import snapshot as snapshot_io
 from osc_leveller.v1 import common
@@ -101,9 +102,11 @@ def _lines(found):
                          found.measured('cpu'), found.measured('ram'),
                          found.measured('cpu_steal')))
     else:
-        lines.append('Servers: no libvirt exporter series (none of inovex, '
-                     'Tinkoff, kumina or vexxhost): every server gets a '
-                     'per-vCPU share of its hypervisor\'s load')
+        looked_for = '%s or %s' % (', '.join(libvirt.ORDER[:-1]),
+                                   libvirt.ORDER[-1])
+        lines.append('Servers: no libvirt exporter series (none of %s): '
+                     'every server gets a per-vCPU share of its '
+                     'hypervisor\'s load' % looked_for)
     missing = found.ram_missing()
     if missing:
         lines.append('Server RAM: %s: a share of the hypervisor\'s' % missing)

@@ -669,6 +669,17 @@ class TestMetricsCheck(unittest.TestCase):
                 "from a share of their hypervisor's: 'openstack leveller "
                 "metrics check' says why", result.stderr)
 
+    def test_no_libvirt_exporter_names_the_profiles_looked_for(self):
+        with standin.StandIn(small_cloud(), prometheus=kolla_prometheus(
+                hosts=('hv1', 'hv2')), prometheus_names=[]) as cloud, \
+                tempfile.TemporaryDirectory() as tmp:
+            result = self.run_shell(cloud, tmp, 'metrics', 'check')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('Servers: no libvirt exporter series (none of inovex, '
+                      'tinkoff, vexxhost or kumina): every server gets a '
+                      'per-vCPU share of its hypervisor\'s load',
+                      result.stderr)
+
     def test_full_coverage_says_nothing_in_score(self):
         servers = ('id-hot0', 'id-cool2-0')
         doc = small_cloud()
