@@ -23,13 +23,12 @@ import dataclasses
 import time
 
 from osc_leveller.core import checks
+from osc_leveller.core import context
 from osc_leveller.core import duration
 from osc_leveller.core import errors
 from osc_leveller.core import filters
-from osc_leveller.core import forecast
 from osc_leveller.core import model
 from osc_leveller.core import pending as pending_mod
-from osc_leveller.core import state as state_mod
 
 DONE = 'done'
 FAILED = 'failed'
@@ -622,15 +621,13 @@ class _View:
                 return self.snapshot, self.state, self.rules
             self.snapshot = actions.snapshot(moves=around)
             self.covers = {id(m) for m in around}
-        self.rules = filters.Rules(self.snapshot, planner_options)
-        # Checked on the load the plan was made on: the load that lasted
-        # and the load to come, when the snapshot has them.
-        self.state = state_mod.new_state(
-            forecast.planned(self.snapshot, planner_options.by_model),
-            planner_options.weights)
+        # Checked on the load every kind of plan is made on (the load that
+        # lasted and the load to come, when the snapshot has them); N+1
+        # kept in this state, if asked.
+        checking = context.Context(self.snapshot, planner_options)
+        self.rules, self.state = checking.rules, checking.state
         for move in chosen:
             self.state.apply(move.server_id, move.destination)
-        self.rules.kept_state = self.state  # where N+1 is kept, if asked
         return self.snapshot, self.state, self.rules
 
 

@@ -92,6 +92,15 @@ def weights_of(settings):
                           for d in scoring.DIMENSIONS})
 
 
+# The target when none is set: this share of the threshold.
+TARGET_SHARE = 0.9
+
+
+def target_of(threshold, target):
+    """The target set, or by default TARGET_SHARE of the threshold."""
+    return threshold * TARGET_SHARE if target is None else target
+
+
 def from_settings(settings, **extra):
     """PlannerOptions from a core.config.Settings, plus fields not in it."""
     fields = _gather(lambda key: settings[key.name])
