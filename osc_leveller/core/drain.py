@@ -19,13 +19,12 @@ import collections
 import dataclasses
 import datetime
 
-from osc_leveller.core import config
+from osc_leveller.core import context
 from osc_leveller.core import filters
 from osc_leveller.core import headroom
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 
 LIVE = policy.LIVE
 COLD = policy.COLD
@@ -55,10 +54,12 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
     options = dataclasses.replace(
         options, cooldown_hours=0.0,
         exclude_hosts=options.exclude_hosts | draining)
-    rules = filters.Rules(snapshot, options)
+    # Planned on the load apply re-checks the moves on.
+    planning = context.Context(snapshot, options)
+    snapshot, rules, state = planning.snapshot, planning.rules, \
+        planning.new_state()
     who = policy.drain(cold_migrate_stopped)
-    state = state_mod.new_state(snapshot, options.weights)
-    by_model = options.cpu_compatibility == config.CPU_MODEL
+    by_model = options.by_model
     targets = [h for h in snapshot.hypervisors
                if h.name not in draining and h.usable]
     leaving = sorted(
