@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from osc_leveller.core import kinds  # noqa: E402
 from osc_leveller.core import plan as plan_mod  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
 
@@ -112,7 +113,7 @@ def synthetic_plan(snapshot, count, seed):
         move(server, source, destination, waves.next(source, destination))
     moves.sort(key=lambda m: m['wave'])  # the planner's order: by wave
     return {
-        'format': plan_mod.FORMAT, 'kind': plan_mod.BALANCE,
+        'format': plan_mod.FORMAT, 'kind': kinds.BALANCE.name,
         'created_at': BENCH_TIME,
         'snapshot': {'taken_at': snapshot['taken_at'],
                      'source': snapshot.get('source', {}),

@@ -104,7 +104,7 @@ def decisions(snap):
         found = drain.plan_drain(snap, names, base, cold)
         yield 'drain-%s' % ('cold' if cold else 'live'), {
             'moves': [plan_mod._move_doc(m) for m in found.moves],
-            'kinds': found.kinds,
+            'kinds': found.methods,
             'stay': [[s.id, why] for s, why in found.stay],
             'unplaced': [[s.id, why] for s, why in found.unplaced],
             'no_headroom': [list(d) for d in found.no_headroom],

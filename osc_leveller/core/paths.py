@@ -31,6 +31,7 @@ from osc_leveller.core import context
 from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import images
+from osc_leveller.core import kinds
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
@@ -440,7 +441,7 @@ def make_plan(snapshot, targets, options, max_states=SEARCH_STATES):
     return plan_mod.build(
         snapshot, options, path.moves, before, after, created,
         note='' if path.moves else 'every server is already on its target',
-        kind=plan_mod.PLACEMENT)
+        kind=kinds.PLACEMENT)
 
 
 def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
@@ -449,7 +450,7 @@ def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
     Servers not in targets end where they are (they may park on the way).
     PathError says why when no valid sequence is found.
     """
-    planning = context.Context(snapshot, options)
+    planning = context.Context(snapshot, options, kinds.PLACEMENT.load)
     finder = _Finder(planning.snapshot, targets, options, planning.new_state(),
                      planning.rules)
     finder.check()

@@ -39,6 +39,7 @@ from osc_leveller.core import context
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import held
+from osc_leveller.core import kinds
 from osc_leveller.core import forecast
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import objective
@@ -57,7 +58,8 @@ class Planner:
         self.guarded = dict(held or {})
         self.options = options.validate()
         self.by_model = options.by_model
-        self.context = context.Context(snapshot, self.options)
+        self.context = context.Context(snapshot, self.options,
+                                       kinds.BALANCE.load)
         self.measured = snapshot
         snapshot = self.snapshot = self.context.snapshot
         self.state = self.context.state  # where N+1 is kept, if asked
