@@ -367,7 +367,7 @@ def check(history, hypervisors, ahead, days):
                                    for i in range(hypervisors)}, days)
     seconds = time.perf_counter() - began
     errors = [figures['cpu'] for figures in found.values()]
-    total = sum(errors, skill.Errors())
+    total = sum(errors, model.ForecastErrors())
     return {'points': {'now': scored, 'actual': back + 1},
             'skill_seconds': round(seconds, 3),
             'skill_points': total.points,

@@ -21,7 +21,6 @@ import urllib.parse
 
 from osc_leveller.core import errors
 from osc_leveller.core import files
-from osc_leveller.core import scoring
 from osc_leveller.core import windows
 
 DEFAULT = 'default'
@@ -99,8 +98,16 @@ class Key:
     recorded_if_set: bool = False
 
 
+# The dimensions of a hypervisor's score (core/scoring.py) and their
+# weights. Pressure is a symptom of contention already partly visible in
+# utilisation.
+DIMENSIONS = ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
+DEFAULT_WEIGHTS = {'cpu': 1.0, 'ram': 1.0, 'cpu_pressure': 0.5,
+                   'ram_pressure': 0.5}
+
+
 def _weight(name):
-    return Key('weights.' + name, FLOAT, scoring.DEFAULT_WEIGHTS[name],
+    return Key('weights.' + name, FLOAT, DEFAULT_WEIGHTS[name],
                minimum=0, option='weights.' + name,
                help='Weight of %s in the host score' % name.replace('_', ' '))
 
@@ -281,7 +288,7 @@ KEYS = (
                   negative='--no-follow-symlinks',
                   negative_help='Refuse a symbolic link at an output file\'s '
                                 'path (default)')),
-) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
+) + tuple(_weight(d) for d in DIMENSIONS) + (
     Key('cloud.connect_timeout', FLOAT, 10.0, minimum=0, above=True,
         maximum=3600,
         help='Seconds to wait for a connection to Keystone, Nova or '

@@ -6,7 +6,6 @@ import dataclasses
 
 from osc_leveller.core import config
 from osc_leveller.core import errors
-from osc_leveller.core import scoring
 
 OPT_OUT_KEY = 'leveller:exclude'
 
@@ -89,7 +88,7 @@ def check_weights(weights):
 def weights_of(settings):
     """{dimension: weight} from a core.config.Settings; OptionsError if bad."""
     return check_weights({d: settings['weights.' + d]
-                          for d in scoring.DIMENSIONS})
+                          for d in config.DIMENSIONS})
 
 
 # The target when none is set: this share of the threshold.

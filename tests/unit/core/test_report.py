@@ -1,5 +1,6 @@
 import unittest
 
+from osc_leveller.core import config
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import report
@@ -93,7 +94,7 @@ class TestPlanReport(unittest.TestCase):
 class TestStateReport(unittest.TestCase):
     def test_the_current_state_as_score_shows_it(self):
         snap = snapshot_io.load('demo')
-        weights = dict(scoring.DEFAULT_WEIGHTS)
+        weights = dict(config.DEFAULT_WEIGHTS)
         got = report.of_state(snap, opts.PlannerOptions(
             weights=weights, threshold=0.05, ceiling=0.85))
         state = state_mod.new_state(snap, weights)
