@@ -222,6 +222,27 @@ class TestCron(unittest.TestCase):
                 self.assertEqual(count, len(got))
                 self.assertTrue(any(expected))
 
+    def test_the_lengths_it_reads(self):
+        # Up to four whole numbers of up to six digits, of m, h, d or w.
+        for text, minutes in (('90m', 90), ('1d12h', 2160), ('1w', 10080),
+                              ('1m1m1m1m', 4), ('000001m', 1),
+                              ('6d23h59m1m', 10080)):
+            with self.subTest(text=text):
+                window = windows.parse('0 2 * * * for ' + text)
+                self.assertEqual(datetime.timedelta(minutes=minutes),
+                                 window.length)
+        for text, message in (('1m1m1m1m1m', 'a duration such as'),
+                              ('1000000m', 'a duration such as'),
+                              ('5ms', 'a duration such as'),
+                              ('30s', 'a duration such as'),
+                              ('1y', 'a duration such as'),
+                              ('1H', 'a duration such as'),
+                              ('10081m', 'from 1m to 7d'),
+                              ('999999m', 'from 1m to 7d')):
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(windows.WindowError, message):
+                    windows.parse('0 2 * * * for ' + text)
+
     def test_length_reaches_across_the_first_minute_read(self):
         # Started six days ago, still on: the look back covers it.
         text = '0 0 18 11 * for 7d'
