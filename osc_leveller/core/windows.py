@@ -50,6 +50,9 @@ _RANGE = re.compile(
 _NUMBER = re.compile(r'[0-9]{1,4}')
 # Durations as Prometheus writes them, '1h30m': whole numbers with units,
 # read in any order and summed. A window's length takes some of them.
+# Prometheus keeps them in int64 milliseconds: a number of 20 digits is out
+# of its range whatever its unit (and int() raises on thousands).
+PROMETHEUS_DIGITS = 19
 SECONDS = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400,
            'w': 7 * 86400, 'y': 365 * 86400}
 _DURATION = re.compile(r'(?:[0-9]+(?:ms|[smhdwy]))+')
@@ -257,13 +260,13 @@ def _cron_value(text, value, name, low, high, names):
         ' or a name (%s ...)' % ', '.join(names[:3]) if names else ''))
 
 
-def seconds(text, units=tuple(SECONDS), digits=None, parts=None):
+def seconds(text, units=tuple(SECONDS), digits=PROMETHEUS_DIGITS,
+            parts=None):
     """The seconds of a duration such as '1h30m' in those units, with at
     most digits to a number and parts numbers; None if it is not one."""
     found = _PART.findall(text) if _DURATION.fullmatch(text) else ()
     if not found or parts and len(found) > parts or any(
-            unit not in units or digits and len(n) > digits
-            for n, unit in found):
+            unit not in units or len(n) > digits for n, unit in found):
         return None
     return sum(int(n) * SECONDS[unit] for n, unit in found)
 

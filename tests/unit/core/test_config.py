@@ -153,6 +153,22 @@ class TestFlatten(unittest.TestCase):
         self.assertEqual(0, config.seconds('five minutes'))
         self.assertEqual(0, config.seconds(''))
 
+    def test_a_number_prometheus_cannot_hold(self):
+        # Prometheus keeps durations in int64 milliseconds: 19 digits may
+        # fit, 20 never do; thousands would make int() raise.
+        self.assertEqual({'prometheus.lasting': '9' * 19 + 'ms'},
+                         config.flatten({'prometheus': {
+                             'lasting': '9' * 19 + 'ms'}}, 'f.yaml'))
+        for key in ('prometheus.lasting', 'prometheus.forecast_ahead',
+                    'guard.since'):
+            for text in ('1' + '0' * 19 + 'ms', '9' * 5000 + 'h'):
+                with self.subTest(key=key, digits=len(text.rstrip('hms'))):
+                    with self.assertRaisesRegex(
+                            config.ConfigError, '^f.yaml: %s: must be a '
+                            'Prometheus duration such as 3h' % key):
+                        config.check(config.BY_NAME[key], text, 'f.yaml')
+        self.assertEqual(0, config.seconds('9' * 5000 + 'm'))
+
     def test_the_forecast_looks_at_most_12h_ahead(self):
         for good, seconds in (('1h', 3600), ('90m', 5400), ('12h', 43200),
                               ('1h30m', 5400)):
