@@ -882,6 +882,9 @@ LONG_DURATION = 'a number of 5,000 digits'
 _KIND_VALUES[config.DURATION] += [
     ('a number of 20 digits', '"1%sms"' % ('0' * 19)),
     (LONG_DURATION, '"%sh"' % ('9' * 5000))]
+_KIND_VALUES[config.WINDOWS] += [
+    ('a length of five numbers', '["0 2 * * * for 1m1m1m1m1m"]'),
+    ('a length in seconds', '["0 2 * * * for 30s"]')]
 
 
 # Settings an earlier audit found unhandled: in every corpus, each layer.
