@@ -34,7 +34,6 @@ URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 DURATION = 'Prometheus duration'
 TIME_ZONE, WINDOWS = 'time zone', 'list of windows'
 FILE = 'file name'  # empty text: none, unless the key is required
-_DURATION = re.compile(r'([0-9]+(ms|s|m|h|d|w|y))+')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
 # How a node_exporter target is matched to a hypervisor (cloud/hostmatch.py)
@@ -562,22 +561,20 @@ def check(key, value, where, flag=False):
         except windows.WindowError as exc:
             raise bad('an IANA time zone such as Europe/Berlin (%s)' % exc) \
                 from None
-    if key.kind == DURATION and value and not _DURATION.fullmatch(value):
-        raise bad('a Prometheus duration such as 3h or 90m')
-    if key.kind == DURATION and value and key.maximum is not None and \
-            seconds(value) > key.maximum:
-        raise bad('a Prometheus duration up to %gh' % (key.maximum / 3600))
+    if key.kind == DURATION and value:
+        found = windows.seconds(value)
+        if found is None:
+            raise bad('a Prometheus duration such as 3h or 90m')
+        if key.maximum is not None and found > key.maximum:
+            raise bad('a Prometheus duration up to %gh' % (
+                key.maximum / 3600))
     return value
 
 
-_SECONDS = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400,
-            'w': 7 * 86400, 'y': 365 * 86400}
-
-
 def seconds(duration):
-    """The seconds of a Prometheus duration ('1h30m')."""
-    return sum(int(n) * _SECONDS[unit] for n, unit in re.findall(
-        r'([0-9]+)(ms|s|m|h|d|w|y)', duration))
+    """The seconds of a Prometheus duration ('1h30m'); 0 for text that is
+    none (prometheus.window is text)."""
+    return windows.seconds(duration) or 0
 
 
 def _number(key, value, bad):
