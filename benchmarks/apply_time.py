@@ -47,10 +47,13 @@ import sys
 import tempfile
 import time
 
+import tabulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from osc_leveller.core import kinds  # noqa: E402
 from osc_leveller.core import plan as plan_mod  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
 
@@ -112,7 +115,7 @@ def synthetic_plan(snapshot, count, seed):
         move(server, source, destination, waves.next(source, destination))
     moves.sort(key=lambda m: m['wave'])  # the planner's order: by wave
     return {
-        'format': plan_mod.FORMAT, 'kind': plan_mod.BALANCE,
+        'format': plan_mod.FORMAT, 'kind': kinds.BALANCE.name,
         'created_at': BENCH_TIME,
         'snapshot': {'taken_at': snapshot['taken_at'],
                      'source': snapshot.get('source', {}),
@@ -358,31 +361,29 @@ def main(argv=None):
 
 
 def table(result):
-    lines = ['| moves | plan file MB | end to end: previous s | this s | '
-             'previous / this | checks alone, CPU s: previous | this | '
-             'previous / this | this, CPU s per 1,000 moves | peak MB '
-             'previous / this | same results |',
-             '|---|---|---|---|---|---|---|---|---|---|---|']
+    rows = []
     for row in result['rows']:
         this, previous = row.get('this') or {}, row.get('previous') or {}
         checks = row.get('checks') or {}
         alone, before_alone = checks.get('this', {}), checks.get(
             'previous', {})
-        lines.append('| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | '
-                     '%s / %s | %s |' % (
-                         '{:,}'.format(row['moves']), row['plan_mb'],
-                         _before(previous, 'wall_s', row),
-                         _figure(this, 'wall_s'),
-                         _ratio(previous, this, 'wall_s'),
-                         _before(before_alone, 'cpu_s'),
-                         _figure(alone, 'cpu_s'),
-                         _ratio(before_alone, alone, 'cpu_s'),
-                         '%.3f' % (alone['cpu_s'] * 1000 / row['moves'])
-                         if alone else '-',
-                         previous.get('peak_mb') or '-',
-                         this.get('peak_mb') or '-',
-                         {True: 'yes', False: 'NO', None: '-'}[_same(row)]))
-    return '\n'.join(lines)
+        rows.append((
+            '{:,}'.format(row['moves']), '%.1f' % row['plan_mb'],
+            _before(previous, 'wall_s', row), _figure(this, 'wall_s'),
+            _ratio(previous, this, 'wall_s'),
+            _before(before_alone, 'cpu_s'), _figure(alone, 'cpu_s'),
+            _ratio(before_alone, alone, 'cpu_s'),
+            '%.3f' % (alone['cpu_s'] * 1000 / row['moves'])
+            if alone else '-',
+            '%s / %s' % (previous.get('peak_mb') or '-',
+                         this.get('peak_mb') or '-'),
+            {True: 'yes', False: 'NO', None: '-'}[_same(row)]))
+    return tabulate.tabulate(
+        rows, ('moves', 'plan file MB', 'end to end: previous s', 'this s',
+               'previous / this', 'checks alone, CPU s: previous', 'this',
+               'previous / this', 'this, CPU s per 1,000 moves',
+               'peak MB previous / this', 'same results'),
+        tablefmt='github', disable_numparse=True)
 
 
 def _figure(entry, key):

@@ -54,6 +54,8 @@ import subprocess
 import sys
 import time
 
+import tabulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -546,15 +548,15 @@ def table(results):
 
 def render(results, seeds):
     """The table and the disagreements as reStructuredText."""
-    lines = ['.. list-table::', '   :header-rows: 1', '',
-             '   * - Rule', '     - Pairs', '     - Agreed',
-             '     - Dangerous', '     - Lost', '     - of which a choice']
-    for rule, row in table(results).items():
-        lines += ['   * - %s' % ('**total**' if rule == 'total' else
-                                 '``%s``' % rule)] + \
-            ['     - %d' % row[k] for k in ('tried', AGREED, DANGEROUS,
-                                            LOST, 'choice')]
-    lines += ['', 'Seeds: %s.' % ', '.join(map(str, seeds)), '']
+    cells = [('**total**' if rule == 'total' else '``%s``' % rule,)
+             + tuple('%d' % row[k] for k in ('tried', AGREED, DANGEROUS,
+                                             LOST, 'choice'))
+             for rule, row in table(results).items()]
+    lines = [tabulate.tabulate(cells, ('Rule', 'Pairs', 'Agreed',
+                                       'Dangerous', 'Lost',
+                                       'of which a choice'),
+                               tablefmt='rst', disable_numparse=True),
+             '', 'Seeds: %s.' % ', '.join(map(str, seeds)), '']
     disagreements = [r for r in results if r['class'] != AGREED]
     if disagreements:
         lines += ['Disagreements (seed, pair: server, destination host, '

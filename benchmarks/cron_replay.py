@@ -61,6 +61,8 @@ import sys
 import tempfile
 import time
 
+import tabulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -817,37 +819,42 @@ def _progress(batch, interval):
     return say
 
 
+COLUMNS = ('version', 'batch', 'every', 'runs moving', 'moves', 'GiB',
+           'servers moved again < 24 h', 'at cooldown end',
+           'flip-flops (servers)', 'moves same to 3 dp in the plan (GiB)',
+           'runs moving: next interval better / same / worse than not '
+           'moving', 'imbalance: no action / leveller, mean',
+           'better / equal / worse than no action',
+           'saturated host-h: no action / leveller',
+           'unserved core-h: no action / leveller')
+
+
 def table(rows, key):
     """The markdown table of rows' summaries (key: 'summary', 'settled')."""
-    lines = ['| version | batch | every | runs moving | moves | GiB | servers moved '
-             'again < 24 h | at cooldown end | flip-flops (servers) | moves '
-             'same to 3 dp in the plan (GiB) | runs moving: next interval '
-             'better / same / worse than not moving | imbalance: no action '
-             '/ leveller, mean | better / equal / worse than no action | '
-             'saturated host-h: no action / leveller | unserved core-h: no '
-             'action / leveller |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    def whole(value):
+        return format(value, ',.0f')
+    cells = []
     for row in rows:
         s = row[key]
-        lines.append(
-            '| %s | %s | %g min | %d of %d | %d | %s | %d | %d | %d (%d) | '
-            '%d (%s) | %d / %d / %d | %.3f / %.3f | %d / %d / %d | %s / %s '
-            '| %s / %s |' % (
-                row.get('version', 'this'), row['batch'],
-                row['interval_minutes'], s['runs_moving'],
-                s['runs'], s['moves'], format(s['gib'], ',.0f'),
-                s['servers_moved_again_24h'], s['at_cooldown_end'],
-                s['flip_flops'], s['servers_flip_flopping'],
-                s['same_to_3dp'], format(s['gib_same_to_3dp'], ',.0f'),
-                s['runs_next_better'], s['runs_next_same'],
-                s['runs_next_worse'],
-                s['imbalance_none_mean'], s['imbalance_leveller_mean'],
-                s['better'], s['equal'], s['worse'],
-                format(s['saturated_host_hours_none'], ',.0f'),
-                format(s['saturated_host_hours_leveller'], ',.0f'),
-                format(s['unserved_core_hours_none'], ',.0f'),
-                format(s['unserved_core_hours_leveller'], ',.0f')))
-    return '\n'.join(lines)
+        cells.append((
+            row.get('version', 'this'), '%s' % row['batch'],
+            '%g min' % row['interval_minutes'],
+            '%d of %d' % (s['runs_moving'], s['runs']), '%d' % s['moves'],
+            whole(s['gib']), '%d' % s['servers_moved_again_24h'],
+            '%d' % s['at_cooldown_end'],
+            '%d (%d)' % (s['flip_flops'], s['servers_flip_flopping']),
+            '%d (%s)' % (s['same_to_3dp'], whole(s['gib_same_to_3dp'])),
+            '%d / %d / %d' % (s['runs_next_better'], s['runs_next_same'],
+                              s['runs_next_worse']),
+            '%.3f / %.3f' % (s['imbalance_none_mean'],
+                             s['imbalance_leveller_mean']),
+            '%d / %d / %d' % (s['better'], s['equal'], s['worse']),
+            '%s / %s' % (whole(s['saturated_host_hours_none']),
+                         whole(s['saturated_host_hours_leveller'])),
+            '%s / %s' % (whole(s['unserved_core_hours_none']),
+                         whole(s['unserved_core_hours_leveller']))))
+    return tabulate.tabulate(cells, COLUMNS, tablefmt='github',
+                             disable_numparse=True)
 
 
 if __name__ == '__main__':

@@ -31,6 +31,8 @@ import platform
 import sys
 import time
 
+import tabulate
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
@@ -70,19 +72,20 @@ def run(mix, args, settings=SETTINGS, progress=None):
 
 
 def table(results):
-    lines = ['| mix | setting | moves | GiB | imbalance an hour later: no '
-             'action / leveller | hours worse than no action | flip-flops '
-             '| runs moving: next hour worse than not moving |',
-             '|---|---|---|---|---|---|---|---|']
-    for result in results:
-        for row in result['rows']:
-            s = row['summary']
-            lines.append('| %s | %s | %d | %s | %.4f / %.4f | %d | %d | %d |'
-                         % (result['mix'], row['setting'], s['moves'],
-                            format(s['gib'], ',.0f'), s['imbalance_none_mean'],
-                            s['imbalance_leveller_mean'], s['worse'],
-                            s['flip_flops'], s['runs_next_worse']))
-    return '\n'.join(lines)
+    rows = [(result['mix'], row['setting'], '%d' % s['moves'],
+             format(s['gib'], ',.0f'),
+             '%.4f / %.4f' % (s['imbalance_none_mean'],
+                              s['imbalance_leveller_mean']),
+             '%d' % s['worse'], '%d' % s['flip_flops'],
+             '%d' % s['runs_next_worse'])
+            for result in results
+            for row, s in ((row, row['summary']) for row in result['rows'])]
+    return tabulate.tabulate(
+        rows, ('mix', 'setting', 'moves', 'GiB',
+               'imbalance an hour later: no action / leveller',
+               'hours worse than no action', 'flip-flops',
+               'runs moving: next hour worse than not moving'),
+        tablefmt='github', disable_numparse=True)
 
 
 def merge(paths):
@@ -105,9 +108,7 @@ def seeds_table(merged):
     """The README's table: each figure seed by seed (a / b / c)."""
     seeds = [str(s) for s in merged['seeds']]
     first = merged['results'][seeds[0]]
-    lines = ['| mix | setting | moves | GiB | imbalance an hour later (no '
-             'action) | hours worse than no action | flip-flops |',
-             '|---|---|---|---|---|---|---|']
+    cells = []
     for m, result in enumerate(first):
         for r, row in enumerate(result['rows']):
             rows = [merged['results'][s][m]['rows'][r]['summary']
@@ -115,14 +116,18 @@ def seeds_table(merged):
 
             def each(fmt, key):
                 return ' / '.join(fmt(x[key]) for x in rows)
-            lines.append('| %s | %s | %s | %s | %s | %s | %s |' % (
+            cells.append((
                 result['mix'], row['setting'], each(str, 'moves'),
                 each(lambda v: format(v, ',.0f'), 'gib'),
                 ' / '.join('%.4f (%.4f)' % (x['imbalance_leveller_mean'],
                                             x['imbalance_none_mean'])
                            for x in rows),
                 each(str, 'worse'), each(str, 'flip_flops')))
-    return '\n'.join(lines)
+    return tabulate.tabulate(
+        cells, ('mix', 'setting', 'moves', 'GiB',
+                'imbalance an hour later (no action)',
+                'hours worse than no action', 'flip-flops'),
+        tablefmt='github', disable_numparse=True)
 
 
 def main(argv=None):

@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
 from osc_leveller.core import checks  # noqa: E402
+from osc_leveller.core import config  # noqa: E402
 from osc_leveller.core import drain  # noqa: E402
 from osc_leveller.core import filters  # noqa: E402
 from osc_leveller.core import options as opts  # noqa: E402
@@ -56,7 +57,7 @@ OPTIONS = {
     'full': {'max_moves': 100000},
     'fewest': {'max_moves': 100000, 'move_cost_gb': 1000000.0},
     'features': {'cpu_compatibility': 'features', 'max_moves': 60},
-    'ram': {'weights': dict(scoring.DEFAULT_WEIGHTS, ram=3.0),
+    'ram': {'weights': dict(config.DEFAULT_WEIGHTS, ram=3.0),
             'max_moves': 60},
 }
 
@@ -104,7 +105,7 @@ def decisions(snap):
         found = drain.plan_drain(snap, names, base, cold)
         yield 'drain-%s' % ('cold' if cold else 'live'), {
             'moves': [plan_mod._move_doc(m) for m in found.moves],
-            'kinds': found.kinds,
+            'kinds': found.methods,
             'stay': [[s.id, why] for s, why in found.stay],
             'unplaced': [[s.id, why] for s, why in found.unplaced],
             'no_headroom': [list(d) for d in found.no_headroom],

@@ -30,6 +30,7 @@ import tempfile
 import time
 
 import openstack
+import tabulate
 
 # (name, flavor, what the guest does: guest/init's kernel command line)
 GUESTS = (
@@ -194,16 +195,18 @@ def summary(rows):
 
 
 def table(rows):
-    out = ['| # | server | to | RAM (MiB) | estimate (s) | apply (s) | '
-           'Nova (s) | downtime (ms) |', '|---|---|---|---|---|---|---|---|']
-    for i, r in enumerate(rows, 1):
-        out.append('| %d | %s | %s | %.0f | %s | %s | %.0f | %s |' % (
-            i, r['server'][len(PREFIX):], r['to'], r['ram_mib'],
-            '-' if r['estimate'] is None else '%.1f' % r['estimate'],
-            '-' if r['apply_seconds'] is None else '%.1f' % r['apply_seconds'],
-            r['nova_seconds'],
-            '-' if r['downtime_ms'] is None else '%.0f' % r['downtime_ms']))
-    return out
+    cells = [('%d' % i, r['server'][len(PREFIX):], r['to'],
+              '%.0f' % r['ram_mib'],
+              '-' if r['estimate'] is None else '%.1f' % r['estimate'],
+              '-' if r['apply_seconds'] is None
+              else '%.1f' % r['apply_seconds'],
+              '%.0f' % r['nova_seconds'],
+              '-' if r['downtime_ms'] is None else '%.0f' % r['downtime_ms'])
+             for i, r in enumerate(rows, 1)]
+    return tabulate.tabulate(
+        cells, ('#', 'server', 'to', 'RAM (MiB)', 'estimate (s)',
+                'apply (s)', 'Nova (s)', 'downtime (ms)'),
+        tablefmt='github', disable_numparse=True).splitlines()
 
 
 def main():

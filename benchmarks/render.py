@@ -8,16 +8,16 @@ import argparse
 import json
 import sys
 
+import tabulate
+
 COLUMNS = ('Planner', 'Moves', 'GiB moved', 'CPU std', 'RAM std', 'Refused',
            'Time (s)', 'Peak MB', 'Note')
 
 
 def table(headers, rows):
-    lines = ['.. list-table::', '   :header-rows: 1', '']
-    for row in [headers] + rows:
-        lines.append('   * - %s' % row[0])
-        lines += [('     - %s' % cell).rstrip() for cell in row[1:]]
-    return '\n'.join(lines)
+    # Cells as written: tabulate would read '0.030' as a number.
+    return tabulate.tabulate(rows, headers, tablefmt='rst',
+                             disable_numparse=True)
 
 
 def title(text, char):

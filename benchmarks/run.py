@@ -44,6 +44,8 @@ import sys
 import tempfile
 import time
 
+import tabulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -307,23 +309,22 @@ def half_of(label, theirs, path, cluster, snap):
 
 
 def table(result):
-    lines = ['%d hosts / %d servers (seed %d): CPU std %.3f, RAM std %.3f '
-             'per domain' % (result['hosts'], result['servers'],
-                             result['seed'], result['before']['cpu'],
-                             result['before']['ram'])]
-    header = '%-36s %6s %8s %7s %7s %9s %8s %8s  %s' % (
-        'planner', 'moves', 'GiB', 'CPU std', 'RAM std', 'refused',
-        'time s', 'peak MB', 'note')
-    lines.append(header)
-    for r in result['rows']:
-        lines.append('%-36s %6d %8d %7.3f %7.3f %9d %8.2f %8s  %s' % (
-            r['planner'], r['moves'], r['moved_gib'], r['after']['cpu'],
-            r['after']['ram'], sum(r['refused'].values()), r['seconds'],
-            '%.0f' % r['peak_mb'] if 'peak_mb' in r else '-',
-            '; '.join(filter(None, [r.get('note'), ', '.join(
-                '%s %d' % kv for kv in sorted(r['refused'].items()))]))))
-    lines += result.get('notes', [])
-    return '\n'.join(lines)
+    rows = [(r['planner'], '%d' % r['moves'], '%d' % r['moved_gib'],
+             '%.3f' % r['after']['cpu'], '%.3f' % r['after']['ram'],
+             '%d' % sum(r['refused'].values()), '%.2f' % r['seconds'],
+             '%.0f' % r['peak_mb'] if 'peak_mb' in r else '-',
+             '; '.join(filter(None, [r.get('note'), ', '.join(
+                 '%s %d' % kv for kv in sorted(r['refused'].items()))])))
+            for r in result['rows']]
+    return '\n'.join([
+        '%d hosts / %d servers (seed %d): CPU std %.3f, RAM std %.3f per '
+        'domain' % (result['hosts'], result['servers'], result['seed'],
+                    result['before']['cpu'], result['before']['ram']),
+        tabulate.tabulate(rows, ('planner', 'moves', 'GiB', 'CPU std',
+                                 'RAM std', 'refused', 'time s', 'peak MB',
+                                 'note'),
+                          tablefmt='github', disable_numparse=True)]
+        + result.get('notes', []))
 
 
 def main(argv=None):

@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+import tabulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -255,25 +257,26 @@ def main(argv=None):
 
 
 def table(result):
-    lines = ['| version | hypervisors / servers | snapshot s | requests '
-             '(compute) | in flight | score s | plan s | peak MB | apply: '
-             're-check requests / move | s / move beyond a read |',
-             '|---|---|---|---|---|---|---|---|---|---|']
+    rows = []
     for row in result['rows']:
         snap = row['snapshot']
         compute = sum(n for k, n in snap['by_endpoint'].items()
                       if k.startswith('nova '))
         apply = row.get('apply') or {}
-        lines.append('| %s | %d / %d | %.1f | %d (%d) | %d | %.1f | %.1f | '
-                     '%d | %s | %s |' % (
-                         row['version'], row['hypervisors'], row['servers'],
-                         snap['wall_s'], snap['requests'], compute,
-                         snap['max_in_flight'], row['score']['wall_s'],
-                         row['plan']['wall_s'], max(
-                             row[c]['peak_mb'] for c in COMMANDS),
-                         apply.get('recheck_per_move', '-'),
-                         apply.get('per_move_beyond_whole_read_s', '-')))
-    return '\n'.join(lines)
+        rows.append((
+            row['version'], '%d / %d' % (row['hypervisors'], row['servers']),
+            '%.1f' % snap['wall_s'], '%d (%d)' % (snap['requests'], compute),
+            '%d' % snap['max_in_flight'], '%.1f' % row['score']['wall_s'],
+            '%.1f' % row['plan']['wall_s'],
+            '%d' % max(row[c]['peak_mb'] for c in COMMANDS),
+            '%s' % apply.get('recheck_per_move', '-'),
+            '%s' % apply.get('per_move_beyond_whole_read_s', '-')))
+    return tabulate.tabulate(
+        rows, ('version', 'hypervisors / servers', 'snapshot s',
+               'requests (compute)', 'in flight', 'score s', 'plan s',
+               'peak MB', 'apply: re-check requests / move',
+               's / move beyond a read'),
+        tablefmt='github', disable_numparse=True)
 
 
 if __name__ == '__main__':

@@ -87,6 +87,8 @@ import random
 import statistics
 import sys
 
+import tabulate
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
@@ -445,8 +447,7 @@ def main(argv=None):
 def error_table(cluster, hours, step_minutes, seed, start, days, weight):
     """The markdown table of errors() for each mix, the mixed one's daily
     and bursty domains apart too."""
-    lines = ['| mix | persistence | same-hour mean, %d days | blend %g | '
-             'domain std |' % (days, weight), '|---|---|---|---|---|']
+    cells = []
     for mix in MIX_NAMES:
         made = series(cluster, hours, step_minutes, seed, start, mix)
         rows = [(mix, None)]
@@ -457,11 +458,14 @@ def error_table(cluster, hours, step_minutes, seed, start, days, weight):
                     rows.append(('%s: %s domains' % (mix, kind), domains))
         for name, domains in rows:
             got = errors(cluster, made, days, weight, domains)
-            lines.append('| %s | %.3f | %.3f | %.3f | %s |' % (
-                name, got['persistence'], got['same_hour'], got['blend'],
-                '-' if got['domain_std'] is None else
-                '%.3f' % got['domain_std']))
-    return '\n'.join(lines)
+            cells.append((name, '%.3f' % got['persistence'],
+                          '%.3f' % got['same_hour'], '%.3f' % got['blend'],
+                          '-' if got['domain_std'] is None else
+                          '%.3f' % got['domain_std']))
+    return tabulate.tabulate(
+        cells, ('mix', 'persistence', 'same-hour mean, %d days' % days,
+                'blend %g' % weight, 'domain std'),
+        tablefmt='github', disable_numparse=True)
 
 
 if __name__ == '__main__':

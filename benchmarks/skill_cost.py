@@ -66,6 +66,7 @@ import tempfile
 import time
 
 import requests
+import tabulate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -367,7 +368,7 @@ def check(history, hypervisors, ahead, days):
                                    for i in range(hypervisors)}, days)
     seconds = time.perf_counter() - began
     errors = [figures['cpu'] for figures in found.values()]
-    total = sum(errors, skill.Errors())
+    total = sum(errors, model.ForecastErrors())
     return {'points': {'now': scored, 'actual': back + 1},
             'skill_seconds': round(seconds, 3),
             'skill_points': total.points,
@@ -439,24 +440,25 @@ def _utc(seconds):
 
 
 def table(rows):
-    lines = ['| hypervisors | CPUs | ahead | variant | requests | '
-             'answers (MiB) | wall time (s) | of which Prometheus (s) |',
-             '|---|---|---|---|---|---|---|---|']
+    cells = []
     for row in rows:
+        variant = row['variant']
         if row.get('max_samples'):
-            row = dict(row, variant='%s, max-samples %s' % (
-                row['variant'], '{:,}'.format(row['max_samples'])))
+            variant = '%s, max-samples %s' % (
+                variant, '{:,}'.format(row['max_samples']))
+        first = ('{:,}'.format(row['hypervisors']), str(row['cpus']),
+                 str(row['ahead']), variant)
         if 'error' in row:
-            lines.append('| {:,} | {} | {} | {} | refused: {} | | | |'.format(
-                row['hypervisors'], row['cpus'], row['ahead'],
-                row['variant'], row['error']))
+            cells.append(first + ('refused: %s' % row['error'], '', '', ''))
             continue
-        lines.append('| {:,} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} |'
-                     .format(row['hypervisors'], row['cpus'], row['ahead'],
-                             row['variant'], row['requests'],
-                             row['bytes'] / 2 ** 20, row['seconds'],
-                             row['prometheus_seconds']))
-    return '\n'.join(lines)
+        cells.append(first + (str(row['requests']),
+                              '%.1f' % (row['bytes'] / 2 ** 20),
+                              '%.2f' % row['seconds'],
+                              '%.2f' % row['prometheus_seconds']))
+    return tabulate.tabulate(
+        cells, ('hypervisors', 'CPUs', 'ahead', 'variant', 'requests',
+                'answers (MiB)', 'wall time (s)', 'of which Prometheus (s)'),
+        tablefmt='github', disable_numparse=True)
 
 
 def main(argv=None):

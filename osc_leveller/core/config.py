@@ -21,7 +21,6 @@ import urllib.parse
 
 from osc_leveller.core import errors
 from osc_leveller.core import files
-from osc_leveller.core import scoring
 from osc_leveller.core import windows
 
 DEFAULT = 'default'
@@ -35,7 +34,6 @@ URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 DURATION = 'Prometheus duration'
 TIME_ZONE, WINDOWS = 'time zone', 'list of windows'
 FILE = 'file name'  # empty text: none, unless the key is required
-_DURATION = re.compile(r'([0-9]+(ms|s|m|h|d|w|y))+')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
 # How a node_exporter target is matched to a hypervisor (cloud/hostmatch.py)
@@ -99,8 +97,16 @@ class Key:
     recorded_if_set: bool = False
 
 
+# The dimensions of a hypervisor's score (core/scoring.py) and their
+# weights. Pressure is a symptom of contention already partly visible in
+# utilisation.
+DIMENSIONS = ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
+DEFAULT_WEIGHTS = {'cpu': 1.0, 'ram': 1.0, 'cpu_pressure': 0.5,
+                   'ram_pressure': 0.5}
+
+
 def _weight(name):
-    return Key('weights.' + name, FLOAT, scoring.DEFAULT_WEIGHTS[name],
+    return Key('weights.' + name, FLOAT, DEFAULT_WEIGHTS[name],
                minimum=0, option='weights.' + name,
                help='Weight of %s in the host score' % name.replace('_', ' '))
 
@@ -281,7 +287,7 @@ KEYS = (
                   negative='--no-follow-symlinks',
                   negative_help='Refuse a symbolic link at an output file\'s '
                                 'path (default)')),
-) + tuple(_weight(d) for d in scoring.DIMENSIONS) + (
+) + tuple(_weight(d) for d in DIMENSIONS) + (
     Key('cloud.connect_timeout', FLOAT, 10.0, minimum=0, above=True,
         maximum=3600,
         help='Seconds to wait for a connection to Keystone, Nova or '
@@ -557,22 +563,20 @@ def check(key, value, where, flag=False):
         except windows.WindowError as exc:
             raise bad('an IANA time zone such as Europe/Berlin (%s)' % exc) \
                 from None
-    if key.kind == DURATION and value and not _DURATION.fullmatch(value):
-        raise bad('a Prometheus duration such as 3h or 90m')
-    if key.kind == DURATION and value and key.maximum is not None and \
-            seconds(value) > key.maximum:
-        raise bad('a Prometheus duration up to %gh' % (key.maximum / 3600))
+    if key.kind == DURATION and value:
+        found = windows.seconds(value)
+        if found is None:
+            raise bad('a Prometheus duration such as 3h or 90m')
+        if key.maximum is not None and found > key.maximum:
+            raise bad('a Prometheus duration up to %gh' % (
+                key.maximum / 3600))
     return value
 
 
-_SECONDS = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400,
-            'w': 7 * 86400, 'y': 365 * 86400}
-
-
 def seconds(duration):
-    """The seconds of a Prometheus duration ('1h30m')."""
-    return sum(int(n) * _SECONDS[unit] for n, unit in re.findall(
-        r'([0-9]+)(ms|s|m|h|d|w|y)', duration))
+    """The seconds of a Prometheus duration ('1h30m'); 0 for text that is
+    none (prometheus.window is text)."""
+    return windows.seconds(duration) or 0
 
 
 def _number(key, value, bad):

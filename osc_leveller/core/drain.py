@@ -19,13 +19,13 @@ import collections
 import dataclasses
 import datetime
 
-from osc_leveller.core import config
+from osc_leveller.core import context
 from osc_leveller.core import filters
 from osc_leveller.core import headroom
+from osc_leveller.core import kinds
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 
 LIVE = policy.LIVE
 COLD = policy.COLD
@@ -34,7 +34,7 @@ COLD = policy.COLD
 @dataclasses.dataclass(frozen=True)
 class Drain:
     moves: tuple  # plan.Move, in wave order
-    kinds: dict  # server id -> LIVE or COLD
+    methods: dict  # server id -> LIVE or COLD
     stay: tuple  # (server, reason): cannot move at all
     unplaced: tuple  # (server, reason): may move, but nowhere fits
     # Domains whose remaining hypervisors could not lose one more after the
@@ -55,16 +55,18 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
     options = dataclasses.replace(
         options, cooldown_hours=0.0,
         exclude_hosts=options.exclude_hosts | draining)
-    rules = filters.Rules(snapshot, options)
-    who = policy.drain(cold_migrate_stopped)
-    state = state_mod.new_state(snapshot, options.weights)
-    by_model = options.cpu_compatibility == config.CPU_MODEL
+    kind = kinds.drain(cold_migrate_stopped)
+    planning = context.Context(snapshot, options, kind.load)
+    snapshot, rules, state = planning.snapshot, planning.rules, \
+        planning.new_state()
+    who = kind.policy
+    by_model = options.by_model
     targets = [h for h in snapshot.hypervisors
                if h.name not in draining and h.usable]
     leaving = sorted(
         (s for s in snapshot.servers if s.hypervisor in draining),
         key=lambda s: (-s.ram_gb, -s.flavor.vcpus, s.name, s.id))
-    moves, kinds, stay, unplaced = [], {}, [], []
+    moves, methods, stay, unplaced = [], {}, [], []
     into = collections.Counter()
     for server in leaving:
         reason = who.why_not(server, rules)
@@ -89,9 +91,9 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
                 or 'there is no other usable hypervisor')))
             continue
         moves.append(_move(server, best[1], state, by_model, into))
-        kinds[server.id] = policy.kind_of(server)
+        methods[server.id] = policy.kind_of(server)
     moves.sort(key=lambda m: m.wave)  # stable: largest first within a wave
-    return Drain(tuple(moves), kinds, tuple(stay), tuple(unplaced),
+    return Drain(tuple(moves), methods, tuple(stay), tuple(unplaced),
                  _headroom(targets, state, rules, moves, headroom_k))
 
 

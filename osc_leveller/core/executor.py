@@ -22,14 +22,13 @@ cold) and abort(server_id, migration_id).
 import dataclasses
 import time
 
-from osc_leveller.core import checks
+from osc_leveller.core import context
 from osc_leveller.core import duration
 from osc_leveller.core import errors
 from osc_leveller.core import filters
-from osc_leveller.core import forecast
+from osc_leveller.core import kinds
 from osc_leveller.core import model
 from osc_leveller.core import pending as pending_mod
-from osc_leveller.core import state as state_mod
 
 DONE = 'done'
 FAILED = 'failed'
@@ -137,12 +136,12 @@ class Run:
 class Executor:
     def __init__(self, actions, planner_options, options, journal=None,
                  progress=None, clock=time.monotonic, sleep=time.sleep,
-                 wall=time.time, stale=None, kinds=None):
-        """stale(move, snapshot, state, rules): why a move no longer holds,
-        or None (default: checks.BalancePlan, a balancing plan's checks);
-        kinds: server id -> 'live' or 'cold' (default live)."""
-        self.stale = stale
-        self.kinds = kinds or {}
+                 wall=time.time, kind=kinds.BALANCE, methods=None):
+        """kind: the kinds.Kind of the moves, whose re-check says why a
+        move no longer holds, on the load it declares; methods: server id
+        -> 'live' or 'cold' (default live)."""
+        self.kind = kind
+        self.methods = methods or {}
         self.actions = actions
         self.planner_options = planner_options
         self.options = options
@@ -197,7 +196,7 @@ class Executor:
     def _loop(self, moves, snapshot, results, pending, running):
         """Start, watch and settle the moves; why the run stopped early,
         or None."""
-        stale = self.stale or checks.BalancePlan(moves)
+        stale = self.kind.recheck(moves)
         index = {id(move): i for i, move in enumerate(moves)}
         # The batch counts moves, an exchange's moves as one: half an
         # exchange may leave the load worse than before.
@@ -213,7 +212,8 @@ class Executor:
             if look and not stopped and self._room(pending, units, budget,
                                                    running):
                 try:
-                    chosen = self._round(pending, _View(snapshot), results,
+                    view = _View(snapshot, self.kind.load)
+                    chosen = self._round(pending, view, results,
                                          (units, budget), list(running),
                                          stale)
                 except ActionError as exc:
@@ -511,7 +511,7 @@ class Executor:
                                           _memory_text(watch.memory)))
 
     def _cold(self, move):
-        return self.kinds.get(move.server_id) == 'cold'
+        return self.methods.get(move.server_id) == 'cold'
 
     def _outcome(self, move, watch):
         """The move's Result once Nova has settled it, else None."""
@@ -600,12 +600,14 @@ class _View:
     Given a snapshot just read, every move is checked against it. Else each
     move is checked against the cloud read again for it and for the moves
     chosen before it in the round (actions.snapshot(moves): only what they
-    touch), with those chosen moves applied to the state.
+    touch), with those chosen moves applied to the state. Checked on the
+    load the kind of plan is made on (core/context.py).
     """
 
-    def __init__(self, snapshot=None):
+    def __init__(self, snapshot=None, load=context.PLANNED):
         self.whole = snapshot is not None
         self.snapshot = snapshot
+        self.load = load
         self.state = self.rules = None
         self.covers = set()
 
@@ -622,15 +624,11 @@ class _View:
                 return self.snapshot, self.state, self.rules
             self.snapshot = actions.snapshot(moves=around)
             self.covers = {id(m) for m in around}
-        self.rules = filters.Rules(self.snapshot, planner_options)
-        # Checked on the load the plan was made on: the load that lasted
-        # and the load to come, when the snapshot has them.
-        self.state = state_mod.new_state(
-            forecast.planned(self.snapshot, planner_options.by_model),
-            planner_options.weights)
+        # N+1 is kept in this state, if asked.
+        checking = context.Context(self.snapshot, planner_options, self.load)
+        self.rules, self.state = checking.rules, checking.state
         for move in chosen:
             self.state.apply(move.server_id, move.destination)
-        self.rules.kept_state = self.state  # where N+1 is kept, if asked
         return self.snapshot, self.state, self.rules
 
 

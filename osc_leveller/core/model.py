@@ -312,7 +312,7 @@ class Forecast:
     of the days before; weight: its share of the load a plan is made on,
     or with skill, the most it may have.
 
-    skill: {hypervisor: {figure: skill.Errors}}, how well the forecast
+    skill: {hypervisor: {figure: ForecastErrors}}, how well the forecast
     did on the cloud's history (core/skill.py); None: not measured (a
     snapshot of before it was), the weight is the share.
     """
@@ -404,3 +404,22 @@ class Snapshot:
             return self._hypervisors[ref]
         hosts = [h for h in self.hypervisors if h.host == ref]
         return hosts[0] if len(hosts) == 1 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastErrors:
+    """One hypervisor's sums of squared errors of the forecast's
+    predictors over `points` steps (core/skill.py)."""
+
+    points: int = 0
+    now: float = 0.0
+    ahead: float = 0.0
+    cross: float = 0.0  # sum of now's error times ahead's
+    lasting: float = None
+
+    def __add__(self, other):
+        lasting = None if self.lasting is None and other.lasting is None \
+            else (self.lasting or 0.0) + (other.lasting or 0.0)
+        return ForecastErrors(
+            self.points + other.points, self.now + other.now,
+            self.ahead + other.ahead, self.cross + other.cross, lasting)

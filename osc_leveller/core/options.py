@@ -6,7 +6,6 @@ import dataclasses
 
 from osc_leveller.core import config
 from osc_leveller.core import errors
-from osc_leveller.core import scoring
 
 OPT_OUT_KEY = 'leveller:exclude'
 
@@ -89,7 +88,16 @@ def check_weights(weights):
 def weights_of(settings):
     """{dimension: weight} from a core.config.Settings; OptionsError if bad."""
     return check_weights({d: settings['weights.' + d]
-                          for d in scoring.DIMENSIONS})
+                          for d in config.DIMENSIONS})
+
+
+# The target when none is set: this share of the threshold.
+TARGET_SHARE = 0.9
+
+
+def target_of(threshold, target):
+    """The target set, or by default TARGET_SHARE of the threshold."""
+    return threshold * TARGET_SHARE if target is None else target
 
 
 def from_settings(settings, **extra):

@@ -27,14 +27,14 @@ import heapq
 import itertools
 import time
 
-from osc_leveller.core import config
+from osc_leveller.core import context
 from osc_leveller.core import errors
 from osc_leveller.core import filters
 from osc_leveller.core import images
+from osc_leveller.core import kinds
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 
 # Destination filters that do not depend on what else is on the hypervisor.
 STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
@@ -76,20 +76,19 @@ class _At:
 
 
 class _Finder:
-    """state: where to start (default: the snapshot); movers: the only
-    servers that may move or park (default: any); movable: the policy.Policy
-    of who may move (default: an operator's target placement's)."""
+    """state: where to start (copied); movers: the only servers that may
+    move or park (default: any); movable: the policy.Policy of who may
+    move (default: an operator's target placement's)."""
 
-    def __init__(self, snapshot, targets, options, state=None, rules=None,
+    def __init__(self, snapshot, targets, options, state, rules,
                  movers=None, movable=policy.PLACEMENT):
         self.snapshot = snapshot
         self.options = options
-        self.rules = rules or filters.Rules(snapshot, options)
-        self.start = state.copy() if state is not None else \
-            state_mod.new_state(snapshot, options.weights)
+        self.rules = rules
+        self.start = state.copy()
         self.movers = movers
         self.movable = movable
-        self.by_model = options.cpu_compatibility == config.CPU_MODEL
+        self.by_model = options.by_model
         self.targets = dict(targets)
         self._domains = {}
         self.pending = {sid: dst for sid, dst in self.targets.items()
@@ -442,7 +441,7 @@ def make_plan(snapshot, targets, options, max_states=SEARCH_STATES):
     return plan_mod.build(
         snapshot, options, path.moves, before, after, created,
         note='' if path.moves else 'every server is already on its target',
-        kind=plan_mod.PLACEMENT)
+        kind=kinds.PLACEMENT)
 
 
 def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
@@ -451,7 +450,9 @@ def find_path(snapshot, targets, options, max_states=SEARCH_STATES):
     Servers not in targets end where they are (they may park on the way).
     PathError says why when no valid sequence is found.
     """
-    finder = _Finder(snapshot, targets, options)
+    planning = context.Context(snapshot, options, kinds.PLACEMENT.load)
+    finder = _Finder(planning.snapshot, targets, options, planning.new_state(),
+                     planning.rules)
     finder.check()
     if not finder.pending:
         return finder.path([], 0)

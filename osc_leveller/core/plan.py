@@ -13,6 +13,7 @@ import json
 from osc_leveller.core import duration
 from osc_leveller.core import errors
 from osc_leveller.core import files
+from osc_leveller.core import kinds
 from osc_leveller.core import options as opts
 from osc_leveller.core import scoring
 from osc_leveller.core import snapshot as snapshot_io
@@ -20,10 +21,6 @@ from osc_leveller.core import validation
 
 FORMAT = 'osc-leveller-plan/1'
 WHAT = 'plan file'  # as messages name it
-# Moves that even out the load; each server moves once, except within an
-# exchange, where it may park on the way.
-BALANCE = 'balance'
-PLACEMENT = 'placement'  # a path to a target placement; may park servers
 
 
 class PlanError(errors.LevellerError, ValueError):
@@ -73,7 +70,7 @@ class Plan:
     options: dict
     created_at: float
     note: str = ''  # why the plan is empty, when it is
-    kind: str = BALANCE
+    kind: str = kinds.BALANCE.name  # see core/kinds.py
 
     @property
     def migrated_gb(self):
@@ -81,7 +78,7 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=BALANCE, held=None, lost=None, forecast=None, targets=None):
+          kind=kinds.BALANCE, held=None, lost=None, forecast=None, targets=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
@@ -120,7 +117,7 @@ def build(snapshot, options, moves, before, after, created, note='',
         options=opts.to_document(options),
         created_at=created,
         note=note,
-        kind=kind)
+        kind=kind.name)
 
 
 class Waves:
@@ -297,7 +294,7 @@ def from_document(document, origin='plan', strict=False):
     try:
         validation.validate(document, 'plan-v1', strict)
         moves = tuple(_move(m) for m in document['moves'])
-        kind = document.get('kind', BALANCE)
+        kind = _kind(document.get('kind', kinds.BALANCE.name))
         _check_chains(moves, kind)
         _check_exchanges(moves, kind)
         snap = document['snapshot']
@@ -314,19 +311,26 @@ def from_document(document, origin='plan', strict=False):
             created_at=snapshot_io.parse_time(
                 document['created_at'], 'created_at'),
             note=document.get('note', ''),
-            kind=kind)
+            kind=kind.name)
     except validation.ValidationError as exc:
         raise PlanError('%s: %s' % (origin, exc)) from exc
 
 
+def _kind(name):
+    try:
+        return kinds.of(name)
+    except kinds.UnknownKind:
+        raise validation.not_one_of('kind', name, kinds.saved()) from None
+
+
 def _check_chains(moves, kind):
-    """A balancing plan moves a server once, or twice within one exchange
-    (parking); a placement plan may move it again. A server moves on only
-    from where its previous move took it."""
+    """A server moves once, or twice within one exchange (parking), unless
+    its kind repeats moves (a path to a target placement). A server moves
+    on only from where its previous move took it."""
     last = {}
     for index, move in enumerate(moves):
         before = last.get(move.server_id)
-        if before is not None and kind != PLACEMENT and not (
+        if before is not None and not kind.repeats and not (
                 move.exchange and move.exchange == before.exchange):
             raise validation.ValidationError(
                 'moves[%d].server_id' % index,
@@ -352,10 +356,10 @@ def _check_exchanges(moves, kind):
     groups = {}
     for index, move in enumerate(moves):
         if move.exchange:
-            if kind != BALANCE:
+            if not kind.exchanges:
                 raise validation.ValidationError(
                     'moves[%d].exchange' % index,
-                    'a %s plan has no exchanges' % kind)
+                    'a %s plan has no exchanges' % kind.name)
             groups.setdefault(move.exchange, []).append((index, move))
     for label, group in groups.items():
         where = 'moves[%d].exchange' % group[-1][0]

@@ -35,20 +35,20 @@ import collections
 import dataclasses
 import time
 
+from osc_leveller.core import context
 from osc_leveller.core import exchanges
 from osc_leveller.core import filters
 from osc_leveller.core import held
+from osc_leveller.core import kinds
 from osc_leveller.core import forecast
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import objective
+from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
 from osc_leveller.core import search
 from osc_leveller.core import state as state_mod
-
-# The target when none is set: this share of the threshold.
-TARGET_SHARE = 0.9
 
 
 class Planner:
@@ -56,14 +56,15 @@ class Planner:
         """held: {domain: why} of the domains the guard holds (core/guard.py
         held()): nothing is planned there."""
         self.guarded = dict(held or {})
-        self.measured = snapshot
         self.options = options.validate()
         self.by_model = options.by_model
-        snapshot = self.snapshot = forecast.planned(snapshot, self.by_model)
-        self.state = state_mod.new_state(snapshot, options.weights)
+        self.context = context.Context(snapshot, self.options,
+                                       kinds.BALANCE.load)
+        self.measured = snapshot
+        snapshot = self.snapshot = self.context.snapshot
+        self.state = self.context.state  # where N+1 is kept, if asked
         self.model = self.state.load_model
-        self.rules = filters.Rules(snapshot, options)
-        self.rules.kept_state = self.state  # where N+1 is kept, if asked
+        self.rules = self.context.rules
         self.search = search.MoveSearch(snapshot, self.state, self.rules,
                                         self.options)
         self.exchanges = 0
@@ -149,15 +150,14 @@ class Planner:
         on (the load that lasted, the load to come)."""
         if self.measured is self.snapshot:
             return {}
-        now = self.stats(state_mod.new_state(self.measured,
-                                             self.options.weights))
+        now = self.stats(self.context.state_now())
         return forecast.held(now, before, self.options.threshold,
                              self.measured, self.by_model)
 
     def target(self):
         """The imbalance a domain above the threshold is brought down to,
         without forecast_target."""
-        return target_of(self.options.threshold, self.options.target)
+        return opts.target_of(self.options.threshold, self.options.target)
 
     def targets(self):
         """{domain: its target}: forecast_target where the forecast has
@@ -380,11 +380,6 @@ def _describe(server, load_model):
     if server.usage.cpu is not None:
         text += ', %d%% CPU busy' % round(server.usage.cpu * 100)
     return text
-
-
-def target_of(threshold, target):
-    """The target set, or by default TARGET_SHARE of the threshold."""
-    return threshold * TARGET_SHARE if target is None else target
 
 
 def make_plan(snapshot, options, held=None):

@@ -9,11 +9,10 @@ current state (``score --report``) has no after. v1/report.py renders it.
 
 import dataclasses
 
+from osc_leveller.core import context
 from osc_leveller.core import filters
-from osc_leveller.core import forecast
-from osc_leveller.core import planner
+from osc_leveller.core import options as opts
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +74,12 @@ class Report:
 def of_plan(snapshot, plan, options):
     """The report of plan, made on snapshot with options (PlannerOptions)."""
     by_model = options.by_model
-    planned = forecast.planned(snapshot, by_model)  # what was planned on
-    before = state_mod.new_state(planned, options.weights)
+    planned = context.Context(snapshot, options)  # what was planned on
+    before = planned.new_state()
     after = before.copy()
     for move in plan.moves:
         after.apply(move.server_id, move.destination)
-    members = _members(planned, by_model,
+    members = _members(planned.snapshot, by_model,
                        lambda h: filters.in_scope(h, options))
     means = (_means(before, members), _means(after, members))
     domains = []
@@ -96,26 +95,27 @@ def of_plan(snapshot, plan, options):
         kind='plan', snapshot_taken_at=plan.snapshot_taken_at,
         snapshot_source=dict(plan.snapshot_source),
         threshold=options.threshold,
-        target=planner.target_of(options.threshold, options.target),
+        target=opts.target_of(options.threshold, options.target),
         ceiling=options.ceiling,
         imbalance_before=plan.imbalance_before,
         imbalance_after=plan.imbalance_after, note=plan.note,
         domains=_hottest_first(domains))
 
 
-def of_state(snapshot, weights, by_model, threshold, target, ceiling):
+def of_state(snapshot, options):
     """The report of the current state: every domain of usable
-    hypervisors, as score shows them; target None: the planner's default."""
-    state = state_mod.new_state(snapshot, weights)
-    members = _members(snapshot, by_model, lambda h: True)
+    hypervisors, as score shows them, on the load as measured."""
+    state = context.Context(snapshot, options, context.NOW).new_state()
+    members = _members(snapshot, options.by_model, lambda h: True)
     stats = _stats(state, members)
     domains = [_domain(s.domain, members[s.domain], (state, None),
                        (s.imbalance, None), (s.mean, None), (), '')
                for s in stats]
     return Report(
         kind='score', snapshot_taken_at=snapshot.taken_at,
-        snapshot_source=dict(snapshot.source), threshold=threshold,
-        target=planner.target_of(threshold, target), ceiling=ceiling,
+        snapshot_source=dict(snapshot.source), threshold=options.threshold,
+        target=opts.target_of(options.threshold, options.target),
+        ceiling=options.ceiling,
         imbalance_before=scoring.pooled_imbalance(stats),
         imbalance_after=None, note='', domains=_hottest_first(domains))
 

@@ -23,12 +23,12 @@ import re
 import prometheus_client
 import prometheus_client.core
 
+from osc_leveller.core import context
 from osc_leveller.core import executor
 from osc_leveller.core import forecast
 from osc_leveller.core import guard
 from osc_leveller.core import n_plus_one
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 
 PREFIX = 'openstack_leveller_'
 GIB = 2 ** 30
@@ -156,7 +156,7 @@ def imbalance(snapshot, options, done, hosts=None):
     """[(domain, before, after)] of every balancing domain of hosts (None:
     the usable hypervisors), after: with the moves done applied to the
     first read (scored as score and plan score, without the forecast)."""
-    state = state_mod.new_state(snapshot, options.weights)
+    state = context.Context(snapshot, options, context.NOW).new_state()
     by_model = options.by_model
     usable = [h.name for h in snapshot.hypervisors if h.usable] \
         if hosts is None else [h for h in hosts if snapshot.hypervisor(h)]

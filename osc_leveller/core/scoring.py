@@ -15,12 +15,8 @@ import collections
 import dataclasses
 import math
 
+from osc_leveller.core import config
 from osc_leveller.core import model
-
-DIMENSIONS = ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
-# Pressure is a symptom of contention already partly visible in utilisation.
-DEFAULT_WEIGHTS = {'cpu': 1.0, 'ram': 1.0, 'cpu_pressure': 0.5,
-                   'ram_pressure': 0.5}
 
 METRICS = 'metrics'
 ALLOCATIONS = 'allocations'
@@ -91,7 +87,7 @@ class LoadModel:
     """Scores for a snapshot under given weights; never changes it."""
 
     def __init__(self, snapshot, weights=None):
-        self.weights = dict(weights or DEFAULT_WEIGHTS)
+        self.weights = dict(weights or config.DEFAULT_WEIGHTS)
         queued = _queued(snapshot)
         self.hosts = {h.name: self._host(h, queued.get(h.name, 0.0))
                       for h in snapshot.hypervisors}

@@ -16,7 +16,7 @@ hypervisors of a domain, so what counts is how far each is above or below
 the others, not the load that rises and falls everywhere at once (office
 hours): each error is taken from the domain's mean at that step.
 
-Each hypervisor keeps its sums of squared errors (Errors), so a domain's
+Each hypervisor keeps its sums of squared errors (model.ForecastErrors), so a domain's
 skill is the sum of its hypervisors', whatever the domains are when the
 plan is made. The blend (1 - w) x now + w x ahead has the squared error
 (1 - w)^2 now + 2w(1 - w) cross + w^2 ahead: its least is at
@@ -34,6 +34,8 @@ import collections
 import dataclasses
 import math
 
+from osc_leveller.core import model
+
 FIGURES = ('cpu', 'ram')  # measured; the other figures follow their own
 FOLLOWS = {'cpu': 'cpu', 'cpu_pressure': 'cpu', 'cpu_steal': 'cpu',
            'ram': 'ram', 'ram_pressure': 'ram'}
@@ -50,24 +52,6 @@ class History:
     now: dict  # the figure at each index
     actual: dict  # its mean over the step before each index
     lasting: dict = None  # its lasting view at each index, if set
-
-
-@dataclasses.dataclass(frozen=True)
-class Errors:
-    """One hypervisor's sums of squared errors over `points` steps."""
-
-    points: int = 0
-    now: float = 0.0
-    ahead: float = 0.0
-    cross: float = 0.0  # sum of now's error times ahead's
-    lasting: float = None
-
-    def __add__(self, other):
-        lasting = None if self.lasting is None and other.lasting is None \
-            else (self.lasting or 0.0) + (other.lasting or 0.0)
-        return Errors(self.points + other.points, self.now + other.now,
-                      self.ahead + other.ahead, self.cross + other.cross,
-                      lasting)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +93,7 @@ def _percent(weight):
 
 
 def errors(history, domains, days):
-    """{hypervisor: {figure: Errors}} over the history's steps.
+    """{hypervisor: {figure: model.ForecastErrors}} over the history's steps.
 
     domains: {hypervisor: its balancing domain}; days: forecast_days. A
     step counts for a hypervisor where now, actual one step later and the
@@ -161,8 +145,8 @@ def _domain_errors(names, now, actual, lasting, per_day, days):
                 e_lasting = values[2] - means[2] - truth
                 total[4] += e_lasting * e_lasting
     has_lasting = lasting is not None
-    return {name: Errors(t[0], t[1], t[2], t[3],
-                         t[4] if has_lasting else None)
+    return {name: model.ForecastErrors(
+        t[0], t[1], t[2], t[3], t[4] if has_lasting else None)
             for name, t in sums.items() if t[0]}
 
 
@@ -185,9 +169,9 @@ def _predictions(name, index, now, actual, lasting, per_day, days):
 
 
 def skill(errors_of, limit):
-    """The Skill of a domain from its hypervisors' Errors (a list, maybe
+    """The Skill of a domain from its hypervisors' ForecastErrors (a list, maybe
     empty); limit: forecast_weight, the most the forecast may weigh."""
-    total = sum(errors_of, Errors())
+    total = sum(errors_of, model.ForecastErrors())
     steps = max((e.points for e in errors_of), default=0)
     if not total.points:
         return Skill(0, 0, None, None, None, None, 0.0, 0.0,

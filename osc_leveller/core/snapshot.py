@@ -20,7 +20,6 @@ import orjson
 from osc_leveller.core import errors
 from osc_leveller.core import files
 from osc_leveller.core import model
-from osc_leveller.core import skill as skill_mod
 from osc_leveller.core import validation
 from osc_leveller.core import watcher_cluster
 
@@ -235,7 +234,7 @@ def _forecast(data, names):
                 raise validation.ValidationError(where, 'unknown hypervisor')
             found[name] = {}
             for figure, raw in figures.items():
-                sums = skill_mod.Errors(**raw)
+                sums = model.ForecastErrors(**raw)
                 squares = [sums.now, sums.ahead] + (
                     [sums.lasting] if sums.lasting is not None else [])
                 if max(squares) > 4 * sums.points * (1 + 1e-9) or \

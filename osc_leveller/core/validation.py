@@ -123,6 +123,16 @@ def _spell(keys):
     return text
 
 
+def not_one_of(where, value, allowed):
+    """The ValidationError of a value that is none of those allowed."""
+    return ValidationError(where, _one_of(allowed, value))
+
+
+def _one_of(allowed, value):
+    return 'must be one of %s (got %s)' % (
+        ', '.join(_short(v) for v in allowed), _short(value))
+
+
 def _short(value):
     try:
         text = json.dumps(value)
@@ -161,8 +171,7 @@ def _explain(document, schema, error):
     elif kind == 'const':
         message = 'must be %s (got %s)' % (_short(limit), _short(value))
     elif kind == 'enum':
-        message = 'must be one of %s (got %s)' % (
-            ', '.join(_short(v) for v in limit), _short(value))
+        message = _one_of(limit, value)
     elif kind == 'minLength':
         message = 'must not be empty'
     elif kind == 'maxLength':  # not quoted whole: it is long

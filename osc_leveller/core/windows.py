@@ -48,8 +48,16 @@ _RANGE = re.compile(
     r'(?:(\S+)\s+)?([0-9]{1,2}):([0-9]{2})\s*-\s*([0-9]{1,2}):([0-9]{2})')
 # Short numbers only: int() refuses text of thousands of digits.
 _NUMBER = re.compile(r'[0-9]{1,4}')
-_LENGTH = re.compile(r'(?:[0-9]{1,6}[mhdw]){1,4}')
-_MINUTES = {'m': 1, 'h': 60, 'd': 1440, 'w': 10080}
+# Durations as Prometheus writes them, '1h30m': whole numbers with units,
+# read in any order and summed. A window's length takes some of them.
+# Prometheus keeps them in int64 milliseconds: a number of 20 digits is out
+# of its range whatever its unit (and int() raises on thousands).
+PROMETHEUS_DIGITS = 19
+SECONDS = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400,
+           'w': 7 * 86400, 'y': 365 * 86400}
+_DURATION = re.compile(r'(?:[0-9]+(?:ms|[smhdwy]))+')
+_PART = re.compile(r'([0-9]+)(ms|[smhdwy])')
+LENGTH_UNITS = ('m', 'h', 'd', 'w')
 
 
 class WindowError(errors.LevellerError, ValueError):
@@ -252,13 +260,23 @@ def _cron_value(text, value, name, low, high, names):
         ' or a name (%s ...)' % ', '.join(names[:3]) if names else ''))
 
 
+def seconds(text, units=tuple(SECONDS), digits=PROMETHEUS_DIGITS,
+            parts=None):
+    """The seconds of a duration such as '1h30m' in those units, with at
+    most digits to a number and parts numbers; None if it is not one."""
+    found = _PART.findall(text) if _DURATION.fullmatch(text) else ()
+    if not found or parts and len(found) > parts or any(
+            unit not in units or len(n) > digits for n, unit in found):
+        return None
+    return sum(int(n) * SECONDS[unit] for n, unit in found)
+
+
 def _length(text, value):
-    if not _LENGTH.fullmatch(value):
+    found = seconds(value, LENGTH_UNITS, digits=6, parts=4)
+    if found is None:
         raise WindowError('%s: the length after "for" is a duration such as '
                           '90m, 3h or 2d' % errors.quote(text))
-    minutes = sum(int(n) * _MINUTES[unit]
-                  for n, unit in re.findall(r'([0-9]+)([mhdw])', value))
-    length = datetime.timedelta(minutes=minutes)
+    length = datetime.timedelta(seconds=found)
     if not MINUTE <= length <= MAX_LENGTH:
         raise WindowError('%s: a window lasts from 1m to 7d' %
                           errors.quote(text))

@@ -4,9 +4,9 @@ import dataclasses
 
 from osc_lib import exceptions
 
-from osc_leveller.core import checks
 from osc_leveller.core import executor
 from osc_leveller.core import guard
+from osc_leveller.core import kinds
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
 from osc_leveller.v1 import common
@@ -117,11 +117,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         runner = executor.Executor(
             actions, options, migrating.apply_options(
                 effective, parsed_args.dry_run),
-            journal=journal, progress=say,
-            # An operator's target placement is not balancing: no cooldown,
-            # no "still evens out the load"; Nova's own limits still hold.
-            stale=checks.placement if plan.kind == plan_mod.PLACEMENT
-            else None)
+            journal=journal, progress=say, kind=kinds.of(plan.kind))
         run = migrating.execute(self, runner, plan.moves, snapshot)
         if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
@@ -149,15 +145,16 @@ def _read_plan(path, placement):
                 '--placement-plan needs the plan file to run')
         return None
     plan = plan_mod.read(path)
-    if plan.kind == plan_mod.PLACEMENT and not placement:
+    kind = kinds.of(plan.kind)
+    if kind.asks and not placement:
+        flag, why = kind.asks
         raise exceptions.CommandError(
-            '%s is a path to a target placement (kind placement): its moves '
-            'need not even out the load and are not held by the cooldown; '
-            'run it with --placement-plan if that is what you want' % path)
-    if placement and plan.kind != plan_mod.PLACEMENT:
+            '%s is %s (kind %s): %s; run it with %s if that is what you '
+            'want' % (path, kind.title, kind.name, why, flag))
+    if placement and kind is not kinds.PLACEMENT:
         raise exceptions.CommandError(
-            '--placement-plan: %s is a %s plan, not a path to a target '
-            'placement' % (path, plan.kind))
+            '--placement-plan: %s is a %s plan, not %s' % (
+                path, kind.name, kinds.PLACEMENT.title))
     return plan
 
 

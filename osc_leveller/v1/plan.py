@@ -6,6 +6,7 @@ from osc_lib import exceptions
 from osc_lib.command import command
 
 from osc_leveller.core import guard
+from osc_leveller.core import kinds
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
@@ -147,16 +148,11 @@ def _summary(plan, elapsed, output_file):
         return 'Nothing to do: %s (imbalance %.3f)%s' % (
             plan.note, plan.imbalance_before, saved)
     waves = max(m.wave for m in plan.moves)
-    if plan.kind == plan_mod.PLACEMENT:
-        parked = len(plan.moves) - len({m.server_id for m in plan.moves})
-        return ('Path to the target placement: %s (%d parking) in %s, %.0f '
-                'GiB of RAM; imbalance %.3f -> %.3f; planned in %.2f s%s' % (
-                    common.plural(len(plan.moves), 'live migration'), parked,
-                    common.plural(waves, 'wave'), plan.migrated_gb,
-                    plan.imbalance_before, plan.imbalance_after, elapsed,
-                    saved))
-    return ('Plan: %s in %s, %.0f GiB of RAM; '
+    kind = kinds.of(plan.kind)
+    parked = ' (%d parking)' % (len(plan.moves) - len(
+        {m.server_id for m in plan.moves})) if kind.repeats else ''
+    return ('%s: %s%s in %s, %.0f GiB of RAM; '
             'imbalance %.3f -> %.3f; planned in %.2f s%s' % (
-                common.plural(len(plan.moves), 'live migration'),
-                common.plural(waves, 'wave'), plan.migrated_gb,
+                kind.heading, common.plural(len(plan.moves), 'live migration'),
+                parked, common.plural(waves, 'wave'), plan.migrated_gb,
                 plan.imbalance_before, plan.imbalance_after, elapsed, saved))

@@ -2,14 +2,12 @@
 
 from osc_lib.command import command
 
-from osc_leveller.core import config
-from osc_leveller.core import filters
+from osc_leveller.core import context
 from osc_leveller.core import headroom
 from osc_leveller.core import model
 from osc_leveller.core import options as core_options
 from osc_leveller.core import report as report_data
 from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -53,14 +51,14 @@ class ScoreLeveller(outputs.StdoutCommand, command.Lister):
                       read=outputs.read_files(parsed_args),
                       follow=effective[outputs.FOLLOW])
         snapshot = common.load_snapshot(parsed_args, self.app, effective)
-        state = state_mod.new_state(snapshot, common.weights(effective))
-        by_model = effective['cpu_compatibility'] == config.CPU_MODEL
+        # The load as measured: what each hypervisor carries now.
+        now = context.Context(snapshot, core_options.from_settings(effective),
+                              context.NOW)
+        state, rules = now.new_state(), now.rules
+        by_model = now.options.by_model
         if report_file is not None:
             outputs.write(self.app, report_file, report.render(
-                report_data.of_state(
-                    snapshot, common.weights(effective), by_model,
-                    effective['threshold'], effective['target'],
-                    effective['ceiling'])), report.WHAT,
+                report_data.of_state(snapshot, now.options)), report.WHAT,
                 effective[outputs.FOLLOW])
             common.StderrWriter(self.app)('Report written to %s'
                                           % outputs.name(report_file))
@@ -70,7 +68,6 @@ class ScoreLeveller(outputs.StdoutCommand, command.Lister):
             {h.name: state.score(h.name) for h in usable}, domains)
         # N+k: each domain's hypervisors' servers packed onto the others.
         k = effective['headroom']
-        rules = filters.Rules(snapshot, core_options.from_settings(effective))
         spare = {h.domain: h.reason() for h in headroom.of_domains(
             snapshot, state, rules, k, names={h.name for h in usable})}
         if parsed_args.summary:

@@ -876,6 +876,15 @@ _KIND_VALUES = {
 }
 # A file name is text, and not only blanks.
 _KIND_VALUES[config.FILE] = _KIND_VALUES[config.TEXT] + [('blanks', '"  "')]
+# A duration past Prometheus' int64 milliseconds; of 5,000 digits, int()
+# raised on it.
+LONG_DURATION = 'a number of 5,000 digits'
+_KIND_VALUES[config.DURATION] += [
+    ('a number of 20 digits', '"1%sms"' % ('0' * 19)),
+    (LONG_DURATION, '"%sh"' % ('9' * 5000))]
+_KIND_VALUES[config.WINDOWS] += [
+    ('a length of five numbers', '["0 2 * * * for 1m1m1m1m1m"]'),
+    ('a length in seconds', '["0 2 * * * for 30s"]')]
 
 
 # Settings an earlier audit found unhandled: in every corpus, each layer.
@@ -887,6 +896,8 @@ MUST = (('max_moves', 'nan text'), ('max_moves', '.inf'),
         ('prometheus.queries.cpu', 'an unknown placeholder'),
         ('prometheus.url', 'an unclosed IPv6 host with a password'),
         ('weights.cpu', '10**400'), ('windows.time_zone', LONG_ZONE))
+MUST += (('prometheus.forecast_ahead', LONG_DURATION),
+         ('guard.since', LONG_DURATION))
 
 
 def bad_settings():

@@ -141,6 +141,8 @@ def plan_problem(document):
         if problem:
             return problem
     kind = document.get('kind', 'balance')
+    if kind not in ('balance', 'placement'):  # what plan files may carry
+        return 'kind %r' % kind
     return chain_problem(document['moves'], kind) or \
         exchange_problem(document['moves'], kind)
 

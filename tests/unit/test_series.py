@@ -204,8 +204,9 @@ class TestCommandLine(unittest.TestCase):
         code, out, _ = self.main(self.cluster_file, '--errors', '--hours',
                                  '72', '--days', '2')
         self.assertEqual(0, code)
-        rows = {line.split(' | ')[0][2:]: line.split(' | ')[1:]
-                for line in out.splitlines()[2:]}
+        cells = [[c.strip() for c in line.strip('|').split('|')]
+                 for line in out.splitlines()[2:]]
+        rows = {row[0]: row[1:] for row in cells}
         self.assertEqual(['classic', 'daily', 'bursty', 'mixed',
                           'mixed: daily domains', 'mixed: bursty domains'],
                          list(rows))

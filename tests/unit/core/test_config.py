@@ -132,6 +132,43 @@ class TestFlatten(unittest.TestCase):
                     r'must be a Prometheus duration such as 3h or 90m '):
                 config.flatten({'prometheus': {'lasting': bad}}, 'f.yaml')
 
+    def test_the_grammar_of_a_prometheus_duration(self):
+        # Every unit, in any order, repeated: summed.
+        for text, seconds in (('500ms', 0.5), ('90s', 90), ('1h30m', 5400),
+                              ('30m1h', 5400), ('1h1h', 7200),
+                              ('2w1d', 15 * 86400), ('1y', 365 * 86400),
+                              ('0005m', 300), ('1m1s1ms', 61.001)):
+            with self.subTest(text=text):
+                self.assertEqual({'prometheus.lasting': text}, config.flatten(
+                    {'prometheus': {'lasting': text}}, 'f.yaml'))
+                self.assertEqual(seconds, config.seconds(text))
+        for text in ('5', 'm', '1.5h', '3H', '1h 30m', '1hour', '5mss',
+                     '1ms1', '-1m', '+1m', '1e3s', '\u0665m'):
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(config.ConfigError,
+                                            'must be a Prometheus duration'):
+                    config.check(config.BY_NAME['prometheus.forecast_ahead'],
+                                 text, 'f.yaml')
+        # prometheus.window is text, read the same way: none is no time.
+        self.assertEqual(0, config.seconds('five minutes'))
+        self.assertEqual(0, config.seconds(''))
+
+    def test_a_number_prometheus_cannot_hold(self):
+        # Prometheus keeps durations in int64 milliseconds: 19 digits may
+        # fit, 20 never do; thousands would make int() raise.
+        self.assertEqual({'prometheus.lasting': '9' * 19 + 'ms'},
+                         config.flatten({'prometheus': {
+                             'lasting': '9' * 19 + 'ms'}}, 'f.yaml'))
+        for key in ('prometheus.lasting', 'prometheus.forecast_ahead',
+                    'guard.since'):
+            for text in ('1' + '0' * 19 + 'ms', '9' * 5000 + 'h'):
+                with self.subTest(key=key, digits=len(text.rstrip('hms'))):
+                    with self.assertRaisesRegex(
+                            config.ConfigError, '^f.yaml: %s: must be a '
+                            'Prometheus duration such as 3h' % key):
+                        config.check(config.BY_NAME[key], text, 'f.yaml')
+        self.assertEqual(0, config.seconds('9' * 5000 + 'm'))
+
     def test_the_forecast_looks_at_most_12h_ahead(self):
         for good, seconds in (('1h', 3600), ('90m', 5400), ('12h', 43200),
                               ('1h30m', 5400)):

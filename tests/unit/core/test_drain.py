@@ -73,8 +73,8 @@ class TestPlanDrain(unittest.TestCase):
         _, result = self.drain(hyps, servers, cold_migrate_stopped=True)
         self.assertTrue(result.complete)
         stopped = next(m for m in result.moves if m.server_name == 'stopped')
-        self.assertEqual(drain.COLD, result.kinds[stopped.server_id])
-        self.assertEqual(drain.LIVE, result.kinds['id-s0'])
+        self.assertEqual(drain.COLD, result.methods[stopped.server_id])
+        self.assertEqual(drain.LIVE, result.methods['id-s0'])
 
     def test_cooldown_does_not_hold_back_maintenance(self):
         hyps, servers = cloud()

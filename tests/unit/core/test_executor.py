@@ -6,6 +6,7 @@ import time
 import unittest
 
 from osc_leveller.core import executor
+from osc_leveller.core import kinds
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import snapshot as snapshot_io
@@ -333,7 +334,9 @@ class TestSuccess(ExecutorTest):
             self.nova, self.planner_options,
             executor.ApplyOptions(poll_interval=1.0),
             clock=clock, sleep=clock.sleep, wall=lambda: NOW + clock.now,
-            stale=lambda *args: None, kinds={move.server_id: 'cold'})
+            kind=dataclasses.replace(kinds.DRAIN_COLD,
+                                     recheck=lambda moves: lambda *a: None),
+            methods={move.server_id: 'cold'})
         results = runner.run([move]).results
         self.assertEqual(executor.DONE, results[0].status, results[0].reason)
         self.assertIn(('confirm', move.server_id), self.nova.calls)

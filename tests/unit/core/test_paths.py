@@ -5,9 +5,9 @@ import unittest
 import hypothesis
 from hypothesis import strategies as st
 
-from osc_leveller.core import checks
 from osc_leveller.core import executor
 from osc_leveller.core import filters
+from osc_leveller.core import kinds
 from osc_leveller.core import options as opts
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
@@ -240,25 +240,25 @@ class TestPlacementPlanFile(unittest.TestCase):
             options={}, created_at=snap.taken_at, kind=kind)
 
     def test_a_parked_server_may_move_again(self):
-        document = plan_mod.to_document(self.plan(plan_mod.PLACEMENT))
+        document = plan_mod.to_document(self.plan(kinds.PLACEMENT.name))
         self.assertEqual('placement', document['kind'])
         again = plan_mod.from_document(copy.deepcopy(document))
-        self.assertEqual(plan_mod.PLACEMENT, again.kind)
+        self.assertEqual(kinds.PLACEMENT.name, again.kind)
         self.assertEqual(3, len(again.moves))
 
     def test_only_in_a_placement_plan_and_only_on_from_where_it_went(self):
-        document = plan_mod.to_document(self.plan(plan_mod.BALANCE))
+        document = plan_mod.to_document(self.plan(kinds.BALANCE.name))
         with self.assertRaises(plan_mod.PlanError) as cm:
             plan_mod.from_document(document, 'p.json')
         self.assertIn('moves[2].server_id: server id-a is moved twice',
                       str(cm.exception))
-        document = plan_mod.to_document(self.plan(plan_mod.PLACEMENT))
+        document = plan_mod.to_document(self.plan(kinds.PLACEMENT.name))
         document['moves'][2]['source'] = 'hv1'
         with self.assertRaises(plan_mod.PlanError) as cm:
             plan_mod.from_document(document, 'p.json')
         self.assertIn('moves[2].source: server id-a is on hv3 after its '
                       'previous move, not on hv1', str(cm.exception))
-        document = plan_mod.to_document(self.plan(plan_mod.PLACEMENT))
+        document = plan_mod.to_document(self.plan(kinds.PLACEMENT.name))
         document['kind'] = 'shuffle'
         with self.assertRaises(plan_mod.PlanError) as cm:
             plan_mod.from_document(document, 'p.json')
@@ -356,7 +356,7 @@ class TestPathProperties(unittest.TestCase):
 class TestApplyingAPath(unittest.TestCase):
     """The executor runs a placement plan: a parked server moves twice."""
 
-    def run_path(self, check, since=None):
+    def run_path(self, kind, since=None):
         """since(nova): what changes in the cloud once the path is found."""
         from tests.unit.core import test_executor as te
         hyps = hosts(3)
@@ -373,11 +373,11 @@ class TestApplyingAPath(unittest.TestCase):
         results = executor.Executor(
             nova, options, executor.ApplyOptions(poll_interval=1.0),
             clock=clock, sleep=clock.sleep, wall=lambda: te.NOW + clock.now,
-            stale=check).run(path.moves).results
+            kind=kind).run(path.moves).results
         return nova, results
 
     def test_every_step_runs_in_order(self):
-        nova, results = self.run_path(checks.placement)
+        nova, results = self.run_path(kinds.PLACEMENT)
         self.assertEqual([executor.DONE] * 3, [r.status for r in results])
         self.assertEqual('hv2', nova.servers['id-a']['hypervisor'])
         self.assertEqual('hv1', nova.servers['id-b']['hypervisor'])
@@ -406,7 +406,7 @@ class TestApplyingAPath(unittest.TestCase):
                     ('a', 'hv3: server is pinned to availability zone az3, '
                           'hypervisor is in az1')])):
             with self.subTest(since.__name__):
-                nova, results = self.run_path(checks.placement, since)
+                nova, results = self.run_path(kinds.PLACEMENT, since)
                 self.assertEqual([executor.SKIPPED] * 3,
                                  [r.status for r in results])
                 self.assertEqual(why, [(r.move.server_name, r.reason)
@@ -414,7 +414,7 @@ class TestApplyingAPath(unittest.TestCase):
                 self.assertEqual([], nova.started)
 
     def test_a_balancing_check_would_refuse_the_parking_move(self):
-        nova, results = self.run_path(None)
+        nova, results = self.run_path(kinds.BALANCE)
         self.assertEqual([executor.SKIPPED] * 3, [r.status for r in results])
         self.assertIn('no longer evens out the load', results[0].reason)
         self.assertEqual([], nova.started)

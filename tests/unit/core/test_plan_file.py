@@ -4,6 +4,7 @@ import os
 import tempfile
 import unittest
 
+from osc_leveller.core import kinds
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import planner
@@ -146,7 +147,7 @@ class TestPlanFile(unittest.TestCase):
         self.assertIn('exchange 1: its two servers do not trade places',
                       refused([0, 1]))
         placement = copy.deepcopy(document)
-        placement['kind'] = plan_mod.PLACEMENT
+        placement['kind'] = kinds.PLACEMENT.name
         placement['moves'][0]['exchange'] = 'exchange 1'
         with self.assertRaises(plan_mod.PlanError) as ctx:
             plan_mod.from_document(placement)

@@ -8,6 +8,7 @@ import hypothesis
 from hypothesis import strategies as st
 
 from osc_leveller.core import config
+from osc_leveller.core import kinds
 from osc_leveller.core import model
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
@@ -155,7 +156,7 @@ class TestMalformedInput(unittest.TestCase):
         good = plan_mod.to_document(planner.make_plan(
             snap, opts.PlannerOptions(ceiling=1.5)))
         if data.draw(st.booleans()):  # a placement plan: no labels
-            good['kind'] = plan_mod.PLACEMENT
+            good['kind'] = kinds.PLACEMENT.name
             for move in good['moves']:
                 move['exchange'] = ''
         self.assertIsNone(oracle.plan_problem(good))

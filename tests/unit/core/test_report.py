@@ -1,5 +1,6 @@
 import unittest
 
+from osc_leveller.core import config
 from osc_leveller.core import options as opts
 from osc_leveller.core import planner
 from osc_leveller.core import report
@@ -93,8 +94,9 @@ class TestPlanReport(unittest.TestCase):
 class TestStateReport(unittest.TestCase):
     def test_the_current_state_as_score_shows_it(self):
         snap = snapshot_io.load('demo')
-        weights = dict(scoring.DEFAULT_WEIGHTS)
-        got = report.of_state(snap, weights, True, 0.05, None, 0.85)
+        weights = dict(config.DEFAULT_WEIGHTS)
+        got = report.of_state(snap, opts.PlannerOptions(
+            weights=weights, threshold=0.05, ceiling=0.85))
         state = state_mod.new_state(snap, weights)
         usable = [h for h in snap.hypervisors if h.usable]
         stats = scoring.domain_stats(

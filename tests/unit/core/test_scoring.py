@@ -1,6 +1,7 @@
 import math
 import unittest
 
+from osc_leveller.core import config
 from osc_leveller.core import scoring
 from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
@@ -32,7 +33,7 @@ class TestHostScore(unittest.TestCase):
         hyps = [b.hypervisor('hv1', metrics={
             'cpu': 0.8, 'ram': 0.4, 'cpu_pressure': 0.2, 'ram_pressure': 0.0})]
         snap = b.snapshot(hyps, [])
-        weights = dict(scoring.DEFAULT_WEIGHTS, cpu=3.0)
+        weights = dict(config.DEFAULT_WEIGHTS, cpu=3.0)
         state = state_mod.new_state(snap, weights)
         expected = (3 * 0.8 + 1 * 0.4 + 0.5 * 0.2 + 0.5 * 0.0) / 5.0
         self.assertAlmostEqual(expected, state.score('hv1'))

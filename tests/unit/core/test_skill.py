@@ -5,6 +5,7 @@ import math
 import random
 import unittest
 
+from osc_leveller.core import model
 from osc_leveller.core import skill
 
 HOUR = 3600.0
@@ -50,7 +51,7 @@ class TestErrors(unittest.TestCase):
     def test_a_daily_load_is_forecast_without_error(self):
         found = skill.errors(history(daily(random.Random(1), 9)),
                              self.domains, 7)
-        total = sum((found[h]['cpu'] for h in found), skill.Errors())
+        total = sum((found[h]['cpu'] for h in found), model.ForecastErrors())
         self.assertGreater(total.points, 3 * 100)
         self.assertAlmostEqual(0.0, total.ahead)
         self.assertGreater(total.now, 1.0)
@@ -74,8 +75,8 @@ class TestErrors(unittest.TestCase):
 
     def test_a_forecast_that_adds_nothing_gets_no_weight(self):
         # Its errors are now's and more: blending only adds them.
-        found = skill.skill([skill.Errors(30, now=0.3, ahead=1.2,
-                                          cross=0.4)], 0.7)
+        found = skill.skill([model.ForecastErrors(
+            30, now=0.3, ahead=1.2, cross=0.4)], 0.7)
         self.assertEqual(0.0, found.earned)
         self.assertEqual(0.0, found.weight)
         self.assertEqual('CPU error 0.200 against 0.100 for now; weight 0 '
@@ -130,7 +131,7 @@ class TestErrors(unittest.TestCase):
         truth = {h: v[1:] + [v[-1]] for h, v in values.items()}
         found = skill.errors(history(values, lasting=truth),
                              self.domains, 1)
-        total = sum((found[h]['cpu'] for h in found), skill.Errors())
+        total = sum((found[h]['cpu'] for h in found), model.ForecastErrors())
         self.assertIsNotNone(total.lasting)
         self.assertLessEqual(total.lasting, total.now)
         earned = skill.skill([found[h]['cpu'] for h in found], 1)
@@ -146,7 +147,7 @@ class TestErrors(unittest.TestCase):
         h = history(values)
         h.step = step
         found = skill.errors(h, self.domains, 2)
-        total = sum((found[x]['cpu'] for x in found), skill.Errors())
+        total = sum((found[x]['cpu'] for x in found), model.ForecastErrors())
         self.assertLess(total.ahead / total.points, 0.01)
 
 
@@ -162,14 +163,14 @@ class TestSkill(unittest.TestCase):
                 now += a * a
                 ahead += b * b
                 cross += a * b
-            errors.append(skill.Errors(50, now, ahead, cross))
+            errors.append(model.ForecastErrors(50, now, ahead, cross))
         return errors
 
     def test_the_weight_with_the_least_error(self):
         for seed, correlation in ((1, 0.0), (2, 0.3), (3, -0.2)):
             errors = self.sums(seed, correlation)
             found = skill.skill(errors, 1.0)
-            total = sum(errors, skill.Errors())
+            total = sum(errors, model.ForecastErrors())
 
             def blend(w):
                 return ((1 - w) ** 2 * total.now + 2 * w * (1 - w) *
@@ -183,14 +184,14 @@ class TestSkill(unittest.TestCase):
                 self.assertLessEqual(found.blend, found.now)
 
     def test_bounded_by_the_setting(self):
-        errors = [skill.Errors(30, now=3.0, ahead=0.3, cross=0.2)]
+        errors = [model.ForecastErrors(30, now=3.0, ahead=0.3, cross=0.2)]
         found = skill.skill(errors, 0.5)
         self.assertGreater(found.earned, 0.5)
         self.assertEqual(0.5, found.weight)
         self.assertIn('bounded by forecast_weight', found.describe('ram'))
 
     def test_too_little_history(self):
-        found = skill.skill([skill.Errors(5, 3.0, 0.1, 0.1)] * 2, 1.0)
+        found = skill.skill([model.ForecastErrors(5, 3.0, 0.1, 0.1)] * 2, 1.0)
         self.assertEqual(0.0, found.weight)
         self.assertEqual('only 5 steps of history, 12 needed', found.why)
 

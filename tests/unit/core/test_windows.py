@@ -167,6 +167,40 @@ class TestCron(unittest.TestCase):
         found = blackout(['* 2 * * *'], berlin(2026, 10, 25, 2, 0))
         self.assertEqual(utc(2026, 10, 25, 2, 0), found.until)
 
+    # Debian's cron (and cronsim, which follows it) keeps its rules for a
+    # change of the clocks only for fields that do not start with *: ours
+    # hold whatever the spelling.
+    def test_a_repeated_hourly_start_counts_once(self):
+        # 02:00 CET repeats 02:00 CEST: no start, so 02:00 CEST for 90m
+        # ends at 01:30 UTC, until 03:00 CET starts.
+        text = '0 * * * * for 90m'
+        self.assertTrue(inside(text, utc(2026, 10, 25, 1, 29)))
+        self.assertFalse(inside(text, utc(2026, 10, 25, 1, 30)))
+        self.assertTrue(inside(text, utc(2026, 10, 25, 2, 0)))
+
+    def test_a_skipped_start_of_a_step_begins_at_the_hour_after(self):
+        text = '30 */2 * * * for 10m'
+        self.assertTrue(inside(text, utc(2026, 3, 29, 1, 0)))  # 03:00 CEST
+        self.assertTrue(inside(text, utc(2026, 3, 29, 1, 9)))
+        self.assertFalse(inside(text, utc(2026, 3, 29, 1, 10)))
+
+    def test_without_a_length_0_59_is_every_minute(self):
+        # Both 02:xx hours when the clock repeats them, none when skipped.
+        for text in ('* 2 * * *', '0-59 2 * * *'):
+            with self.subTest(text=text):
+                self.assertTrue(inside(text, berlin(2026, 10, 25, 2, 35,
+                                                    fold=1)))
+                self.assertFalse(any(windows.parse(text, BERLIN).covered(
+                    utc(2026, 3, 29, 0, 0), 180)))
+
+    def test_a_change_of_half_an_hour(self):
+        # Lord Howe Island: 2026-04-05 02:00 +11 goes back to 01:30
+        # +10:30, so 02:00-02:59 +10:30 come once (15:30-16:29 UTC).
+        covered = windows.parse('* 2 * * *', 'Australia/Lord_Howe').covered(
+            utc(2026, 4, 4, 15, 0), 120)
+        self.assertEqual(list(range(30, 90)),
+                         [i for i, c in enumerate(covered) if c])
+
     def test_a_length_covers_the_minutes_after_each_start(self):
         # Against the definition: inside when a start lies in the last
         # length minutes, over a week with a change of the clocks.
@@ -187,6 +221,27 @@ class TestCron(unittest.TestCase):
                                       if got[i] != expected[i]])
                 self.assertEqual(count, len(got))
                 self.assertTrue(any(expected))
+
+    def test_the_lengths_it_reads(self):
+        # Up to four whole numbers of up to six digits, of m, h, d or w.
+        for text, minutes in (('90m', 90), ('1d12h', 2160), ('1w', 10080),
+                              ('1m1m1m1m', 4), ('000001m', 1),
+                              ('6d23h59m1m', 10080)):
+            with self.subTest(text=text):
+                window = windows.parse('0 2 * * * for ' + text)
+                self.assertEqual(datetime.timedelta(minutes=minutes),
+                                 window.length)
+        for text, message in (('1m1m1m1m1m', 'a duration such as'),
+                              ('1000000m', 'a duration such as'),
+                              ('5ms', 'a duration such as'),
+                              ('30s', 'a duration such as'),
+                              ('1y', 'a duration such as'),
+                              ('1H', 'a duration such as'),
+                              ('10081m', 'from 1m to 7d'),
+                              ('999999m', 'from 1m to 7d')):
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(windows.WindowError, message):
+                    windows.parse('0 2 * * * for ' + text)
 
     def test_length_reaches_across_the_first_minute_read(self):
         # Started six days ago, still on: the look back covers it.

@@ -13,6 +13,7 @@ from osc_lib.test import base
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.core import config
+from osc_leveller.core import kinds
 from osc_leveller.core import paths
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import snapshot as snapshot_io
@@ -374,7 +375,7 @@ class TestTargetPlacement(CommandTest):
         self.assertTrue(all(r[6].startswith('target placement; ')
                             for r in rows))
         saved = plan_mod.read(path)
-        self.assertEqual(plan_mod.PLACEMENT, saved.kind)
+        self.assertEqual(kinds.PLACEMENT.name, saved.kind)
         self.assertIn('Path to the target placement: 2 live migrations (0 '
                       'parking)', self.app.stderr.getvalue())
 
@@ -774,7 +775,7 @@ class TestApplyPlacement(SimulatedNovaTest):
         the_plan = test_executor.planner.make_plan(
             self.nova.snapshot(), core_options.PlannerOptions())
         document = plan_mod.to_document(the_plan)
-        document['kind'] = plan_mod.PLACEMENT
+        document['kind'] = kinds.PLACEMENT.name
         self.write('plan.json', json.dumps(document))
         self.assert_command_error(apply_cmd.ApplyLeveller, [path],
                                   '--placement-plan')
