@@ -19,25 +19,20 @@ keeps each hypervisor's placement and holds every move to it
 """
 
 import dataclasses
+import functools
 import heapq
 import itertools
 import math
 
 from osc_leveller.core import config
 from osc_leveller.core import filters
-from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import scoring
 
 # A rebuild goes through Nova's scheduler and its prefilters, not the
-# conductor's live-migration checks (the hypervisor's version).
-FILTERS = (filters.service, filters.inventory, filters.availability_zone,
-           filters.cpu_compatible,
-           filters.aggregate_extra_specs, filters.tenant_isolation,
-           filters.tenant_aggregate, filters.isolated_aggregate,
-           filters.required_traits, images.image_properties,
-           images.as_capable_image,
-           filters.capacity)  # and server groups as a rebuild sees them
+# conductor's live-migration checks (the hypervisor's version); and the
+# server groups as a rebuild sees them (_groups).
+FILTERS = tuple(r for r in filters.DESTINATION_FILTERS if r.rebuild)
 # Above this many sets of k hypervisors, only the heaviest sets are packed.
 MAX_SETS = 200
 SHOWN = 3  # servers named in a reason
@@ -191,8 +186,8 @@ def _start(lost, roomiest, residents, state, rules):
     gone = {h.name for h in lost}
     leaving = [s for h in lost for s in residents[h.name]]
     ids = {s.id for s in leaving}
-    checks = FILTERS + (lambda server, dest, state, rules: _groups(
-        server, dest, state, rules, ids),)
+    checks = FILTERS + (filters.Rule('server_groups', functools.partial(
+        _groups, leaving=ids), destination=True),)
     return ([h for h in roomiest if h.name not in gone],
             _units(leaving, rules), checks, Trial(state))
 
