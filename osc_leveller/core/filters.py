@@ -50,14 +50,15 @@ class Refusal(str):
     Placement resource class that is full, for capacity. Text built on a
     Refusal ('%s: %s' % ...) is a plain str: reworded() keeps the code.
     """
+    code = rule = resource = None
 
     def __new__(cls, text, code=None, rule=None, resource=None):
-        self = super().__new__(cls, text)
-        self.code, self.rule, self.resource = code, rule, resource
+        self = str.__new__(cls, text)
+        for name, value in (('code', code), ('rule', rule),
+                            ('resource', resource)):
+            if value is not None:
+                setattr(self, name, value)
         return self
-
-    def __getnewargs__(self):  # copy and pickle
-        return str(self), self.code, self.rule, self.resource
 
     def reworded(self, text):
         """The same refusal in other words."""
@@ -94,6 +95,16 @@ class Rule:
     target: bool = True
     rebuild: bool = False
     balancing: bool = False
+    # The rule's refusals are of its own Refusal class, which holds its
+    # code and itself: one costs what its str does, where attributes of
+    # its own would cost five times more (a drain makes one per
+    # hypervisor refused: 100,000 draining 4 of 500 hypervisors).
+    _refusal: type = dataclasses.field(init=False, repr=False,
+                                       compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, '_refusal', type('Refusal', (Refusal,), {
+            'code': self.code, 'rule': self, '__new__': str.__new__}))
 
     def __call__(self, *args):
         return first_reason((self,), *args)
@@ -101,11 +112,13 @@ class Rule:
     def refusal(self, reason):
         """The check's reason as this rule's Refusal; one that already
         names its rule (a rule checked within another) stays its own."""
-        if isinstance(reason, Refusal):
-            if reason.rule is not None:
-                return reason
-            return Refusal(reason, self.code, self, reason.resource)
-        return Refusal(reason, self.code, self)
+        if reason.__class__ is str:
+            return self._refusal(reason)
+        if reason.rule is not None:
+            return reason
+        made = self._refusal(reason)
+        made.resource = reason.resource
+        return made
 
 
 class Moved(collections.namedtuple('Moved', 'ended seconds source')):
@@ -146,7 +159,8 @@ def _lingering(snapshot, now, interval):
 
 
 class Rules:
-    """Options plus the indexes the filters need, for one snapshot."""
+    """Options plus the indexes the filters need, for one snapshot (what
+    every Rule's check looks up, not a list of them)."""
 
     def __init__(self, snapshot, options):
         self.snapshot = snapshot
@@ -808,9 +822,10 @@ def _to(code, check, **properties):
     return Rule(code, check, destination=True, **properties)
 
 
-# The destination rules in the order they are checked: the first that
-# refuses gives the reason. Adding a rule: write its check above, and
-# declare it here (doc/source/contributor/index.rst, "Adding a rule").
+# Every rule; the destination rules in the order they are checked, the
+# first that refuses giving the reason. Adding a rule: write its check
+# above, and declare it here (doc/source/contributor/index.rst, "Adding a
+# rule").
 RULES = (
     # May this server move at all? The policies (core/policy.py) pick
     # these, each in its own order.
