@@ -54,10 +54,7 @@ class Refusal(str):
 
     def __new__(cls, text, code=None, rule=None, resource=None):
         self = str.__new__(cls, text)
-        for name, value in (('code', code), ('rule', rule),
-                            ('resource', resource)):
-            if value is not None:
-                setattr(self, name, value)
+        self.code, self.rule, self.resource = code, rule, resource
         return self
 
     def reworded(self, text):
