@@ -19,7 +19,6 @@ keeps each hypervisor's placement and holds every move to it
 """
 
 import dataclasses
-import functools
 import heapq
 import itertools
 import math
@@ -186,10 +185,8 @@ def _start(lost, roomiest, residents, state, rules):
     gone = {h.name for h in lost}
     leaving = [s for h in lost for s in residents[h.name]]
     ids = {s.id for s in leaving}
-    checks = FILTERS + (filters.Rule('server_groups', functools.partial(
-        _groups, leaving=ids), destination=True),)
     return ([h for h in roomiest if h.name not in gone],
-            _units(leaving, rules), checks, Trial(state))
+            _units(leaving, rules), FILTERS + (_GROUPS,), Trial(state, ids))
 
 
 def _placed(units, trial, others):
@@ -219,8 +216,9 @@ class Trial:
     the Placement usage, all that the filters of a rebuild read; the
     state under it is not changed."""
 
-    def __init__(self, state):
+    def __init__(self, state, leaving=frozenset()):
         self.state = state
+        self.leaving = leaving  # ids of the servers rebuilt elsewhere
         self.moved = {}
         self.added = {}  # hypervisor -> {resource class: change}
 
@@ -265,23 +263,28 @@ def _units(leaving, rules):
         unit[0].name, unit[0].id))
 
 
-def _groups(server, dest, state, rules, leaving):
-    """Nova's hard server-group rules for a rebuild elsewhere."""
+def _groups(server, dest, trial, rules):
+    """Nova's hard server-group rules for a rebuild elsewhere, in a Trial
+    (the servers it rebuilds: trial.leaving)."""
     for group in rules.groups_of.get(server.id, ()):
         others = [m for m in rules.group_members[group.id] if m != server.id]
         label = group.name or group.id
         if group.policy == 'anti-affinity':
-            here = [m for m in others if state.host_of(m) == dest.name]
+            here = [m for m in others if trial.host_of(m) == dest.name]
             if len(here) >= (group.max_server_per_host or 1):
                 return 'anti-affinity group %s: %s already hosts %s' % (
                     label, dest.name, ', '.join(sorted(
                         rules.snapshot.server(m).label for m in here)))
         elif group.policy == 'affinity':
-            staying = [m for m in others if m not in leaving]
-            if staying and state.host_of(staying[0]) != dest.name:
+            staying = [m for m in others if m not in trial.leaving]
+            if staying and trial.host_of(staying[0]) != dest.name:
                 return 'affinity group %s: its other servers are on %s' % (
-                    label, state.host_of(staying[0]))
+                    label, trial.host_of(staying[0]))
     return None
+
+
+# Packing checks it after FILTERS.
+_GROUPS = filters.Rule('server_groups', _groups, destination=True)
 
 
 def _why(first):

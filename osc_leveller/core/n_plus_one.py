@@ -14,10 +14,10 @@ from osc_leveller.core import headroom as packing
 
 # How a refusal starts.
 REFUSAL = 'would break N+1'
-# Only a move that packing may undo can break N+1: the rules that say
-# whether a server lost with dest could go back where it came from, but
-# for its room there, which Guard._doubt weighs against what the packing
-# puts there.
+# Lose a move's destination and its server goes back where it came from
+# (Guard._doubt): the rebuild rules that do not depend on what else is
+# there say whether it may; its room there is weighed apart, against what
+# the packing puts there.
 _WAY_BACK = tuple(r for r in packing.FILTERS if r.static)
 
 
