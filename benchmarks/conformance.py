@@ -149,11 +149,9 @@ class PlannerView:
 
 
 def _failing(checks, *args):
-    """The name of the first check that refuses (the one explain quotes)."""
-    for check in checks:
-        if check(*args):
-            return check.__name__
-    return '?'
+    """The code of the first rule that refuses (the one explain quotes)."""
+    refusal = filters.first_reason(checks, *args)
+    return refusal.code if refusal else '?'
 
 
 # --- Nova's verdict ---------------------------------------------------------
@@ -349,10 +347,10 @@ def candidates(view, target):
     about, own = TARGETS[target]
     checks = policy.BALANCE.checks
     dests = policy.BALANCE.destinations
-    other = ([c for c in checks if c.__name__ not in own],
-             [c for c in dests if c.__name__ not in own])
-    mine = ([c for c in checks if c.__name__ in own],
-            [c for c in dests if c.__name__ in own])
+    other = ([c for c in checks if c.code not in own],
+             [c for c in dests if c.code not in own])
+    mine = ([c for c in checks if c.code in own],
+            [c for c in dests if c.code in own])
     refused, passing = [], []
     for server in snapshot.servers:
         if about is not None and not about(server, snapshot):

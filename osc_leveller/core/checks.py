@@ -9,27 +9,37 @@ left by the moves before it, and a balancing move must still even out the
 load.
 """
 
+from osc_leveller.core import filters
 from osc_leveller.core import policy as policies
+
+# The codes of the re-checks' own refusals (the metrics file's reason
+# classes); a rule's refusal keeps its rule's code.
+SERVER_GONE = 'server_gone'
+SERVER_MOVED = 'server_moved'
+DESTINATION_GONE = 'destination_gone'
+NO_GAIN = 'no_gain'
+EXCHANGE_STOPPED = 'exchange_stopped'
 
 
 def recheck(move, snapshot, state, rules, policy):
     """Why a move no longer holds in this snapshot under policy, or None."""
     server = snapshot.server(move.server_id)
     if server is None:
-        return 'the server no longer exists'
+        return filters.Refusal('the server no longer exists', SERVER_GONE)
     where = state.host_of(server.id)  # a dry run's moves count as made
     if where != move.source:
-        return 'it is now on %s, not on the planned source %s' % (
-            where, move.source)
+        return filters.Refusal('it is now on %s, not on the planned source '
+                               '%s' % (where, move.source), SERVER_MOVED)
     reason = policy.why_not(server, rules)
     if reason:
         return reason
     dest = snapshot.hypervisor(move.destination)
     if dest is None:
-        return 'the destination %s no longer exists' % move.destination
+        return filters.Refusal('the destination %s no longer exists'
+                               % move.destination, DESTINATION_GONE)
     reason = policy.why_not_destination(server, dest, state, rules)
     if reason:
-        return '%s: %s' % (dest.name, reason)
+        return reason.reworded('%s: %s' % (dest.name, reason))
     return None
 
 
@@ -42,9 +52,10 @@ def balance(move, snapshot, state, rules):
     dest_after = state.score(move.destination) + state.load_model.delta(
         move.server_id, move.destination)
     if dest_after >= source_now:
-        return 'no longer evens out the load: %s would reach %.2f, %s is ' \
-            'at %.2f' % (move.destination, dest_after, move.source,
-                         source_now)
+        return filters.Refusal(
+            'no longer evens out the load: %s would reach %.2f, %s is at '
+            '%.2f' % (move.destination, dest_after, move.source, source_now),
+            NO_GAIN)
     return None
 
 
@@ -102,11 +113,13 @@ def _exchange(moves, state):
         last[move.server_id] = move.destination
     gone = [sid for sid in first if state.snapshot.server(sid) is None]
     if gone:
-        return 'its exchange\'s server %s no longer exists' % gone[0]
+        return filters.Refusal('its exchange\'s server %s no longer exists'
+                               % gone[0], EXCHANGE_STOPPED)
     touched = {h for m in moves for h in (m.source, m.destination)}
     gone = sorted(h for h in touched if state.snapshot.hypervisor(h) is None)
     if gone:  # since the plan was made, or the plan file names it
-        return 'its exchange\'s hypervisor %s is not in the cloud' % gone[0]
+        return filters.Refusal('its exchange\'s hypervisor %s is not in the '
+                               'cloud' % gone[0], EXCHANGE_STOPPED)
     hosts = sorted(set(first.values()) | set(last.values()))
     after = state.trial(touched | {state.host_of(sid) for sid in first})
     for move in moves:
@@ -114,7 +127,8 @@ def _exchange(moves, state):
     hottest = max(hosts, key=state.score)
     worst = max(hosts, key=after.score)
     if after.score(worst) >= state.score(hottest):
-        return 'the exchange no longer evens out the load: %s would reach ' \
+        return filters.Refusal(
+            'the exchange no longer evens out the load: %s would reach '
             '%.2f, %s is at %.2f' % (worst, after.score(worst), hottest,
-                                     state.score(hottest))
+                                     state.score(hottest)), NO_GAIN)
     return None

@@ -77,7 +77,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
         for dest in targets:
             reason = filters.why_not_destination(server, dest, state, rules)
             if reason:
-                refusals[_kind_of(reason)] += 1
+                refusals[reason.code, _clause(reason)] += 1
                 continue
             after = state.score(dest.name) + state.load_model.delta(
                 server.id, dest.name)
@@ -87,7 +87,7 @@ def plan_drain(snapshot, hosts, options, cold_migrate_stopped=False,
         if best is None:
             unplaced.append((server, 'no hypervisor accepts it: %s' % (
                 '; '.join('%s (%d hypervisor%s)' % (why, n, 's' * (n > 1))
-                          for why, n in refusals.most_common(3))
+                          for (_, why), n in refusals.most_common(3))
                 or 'there is no other usable hypervisor')))
             continue
         moves.append(_move(server, best[1], state, by_model, into))
@@ -126,8 +126,10 @@ def _move(server, dest, state, by_model, into):
                'that accepts it' % (source, dest.host, dst_before, dst_after))
 
 
-def _kind_of(reason):
-    """'MEMORY_MB full: 60 used ...' -> 'MEMORY_MB full': reasons to count."""
+def _clause(reason):
+    """'MEMORY_MB full: 60 used ...' -> 'MEMORY_MB full': what a rule's
+    refusals are counted apart by and named with (the group, the resource
+    class that is full)."""
     return reason.split(':')[0]
 
 

@@ -22,6 +22,7 @@ cold) and abort(server_id, migration_id).
 import dataclasses
 import time
 
+from osc_leveller.core import checks
 from osc_leveller.core import context
 from osc_leveller.core import duration
 from osc_leveller.core import errors
@@ -185,7 +186,8 @@ class Executor:
                     'to migrate it'))
             self._unfinished([m for m in running if m not in results],
                              [m for m in moves if m not in results
-                              and m not in running], results, 'interrupted')
+                              and m not in running], results,
+                             filters.Refusal('interrupted', 'interrupted'))
             self.interrupted = Run([results[m] for m in moves], 'interrupted')
             raise
         run = Run([results[m] for m in moves], error)
@@ -217,7 +219,8 @@ class Executor:
                                          (units, budget), list(running),
                                          stale)
                 except ActionError as exc:
-                    error = 'cannot read the cloud: %s' % exc
+                    error = filters.Refusal('cannot read the cloud: %s'
+                                            % exc, 'cloud_unreadable')
                     stopped = True
                     continue
                 # Nothing chosen while moves run: wait for one to end.
@@ -251,11 +254,15 @@ class Executor:
         error = error or self.journal_error
         self._unfinished(running, [pending.moves[i] for i in pending.walk()],
                          results, error or (
-                             'not waited for; run again to continue'
+                             filters.Refusal('not waited for; run again to '
+                                             'continue', 'not_waited')
                              if not self.options.wait
-                             else 'the batch limit of %d was reached' % budget
+                             else filters.Refusal(
+                                 'the batch limit of %d was reached' % budget,
+                                 'batch_limit')
                              if len(units) >= budget
-                             else 'an earlier move failed'))
+                             else filters.Refusal('an earlier move failed',
+                                                  'earlier_failure')))
         return error
 
     def _log(self, event, **fields):
@@ -264,7 +271,8 @@ class Executor:
         try:
             self.journal(event, **fields)
         except JournalError as exc:
-            self.journal_error = self.journal_error or str(exc)
+            self.journal_error = self.journal_error or filters.Refusal(
+                str(exc), 'journal_unwritable')
             return False
         return True
 
@@ -344,8 +352,9 @@ class Executor:
                                           or first.get(move.exchange))
                 if stop:
                     other, result = stop
-                    reason = 'its %s stopped: %s was %s' % (
-                        move.exchange, self._label(other), result.status)
+                    reason = filters.Refusal('its %s stopped: %s was %s' % (
+                        move.exchange, self._label(other), result.status),
+                        checks.EXCHANGE_STOPPED)
                 else:
                     snapshot, state, rules = view.read(
                         self.actions, lambda: list(chosen) + self._ahead(

@@ -7,6 +7,11 @@ destination filters whether it may move to one hypervisor in a given State.
 ``Rules`` holds what the filters look up (options, group membership,
 migration history), built once per snapshot.
 
+Every filter is declared once, in RULES at the end of this module: its
+short stable code and its properties (see Rule). The lists the planner,
+the path finder, N+1 packing and the policies use are derived from it, and
+a filter's reason reaches them as a Refusal that carries its code.
+
 Two rules keep balancing from moving a server to and fro, from Nova's
 migration history: the cooldown grows with the server's recent moves and
 their duration, and a server does not go back to a hypervisor it left
@@ -14,6 +19,7 @@ recently.
 """
 
 import collections
+import dataclasses
 
 from osc_leveller.core import config
 from osc_leveller.core import duration
@@ -32,6 +38,84 @@ RECENT_HOURS = 24.0
 # and is at least this many times its last migration's duration: a move
 # that took long costs much, and was likely slow to converge.
 DURATION_FACTOR = 12
+
+
+class Refusal(str):
+    """A reason to refuse, with its short stable code beside it.
+
+    It reads as the sentence an operator sees (plan files, the journal);
+    code says which rule (or which re-check) refused, for the metrics
+    file, held and drain to count without parsing the sentence. rule: the
+    Rule that refused, None for a re-check's own reasons; resource: the
+    Placement resource class that is full, for capacity. Text built on a
+    Refusal ('%s: %s' % ...) is a plain str: reworded() keeps the code.
+    """
+    code = rule = resource = None
+
+    def __new__(cls, text, code=None, rule=None, resource=None):
+        self = str.__new__(cls, text)
+        self.code, self.rule, self.resource = code, rule, resource
+        return self
+
+    def reworded(self, text):
+        """The same refusal in other words."""
+        return Refusal(text, self.code, self.rule, self.resource)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A filter, declared once in RULES with its properties.
+
+    code: short, stable, snake case; the metrics file, held and drain read
+    it (held shows it with spaces: 'server groups').
+    check: (server, rules) -> reason or None when it says whether a
+    server may move at all; (server, dest, state, rules) when it is a
+    destination rule.
+    own: the leveller's own rule, or what the API cannot show: it refuses
+    what Nova would accept, on purpose (CHOICES).
+    The destination rules only:
+    static: its answer depends on the server and the hypervisor (and the
+    hypervisor the server comes from), not on what else the plan moves:
+    the path finder judges a target by these before it searches
+    (paths.STATIC_FILTERS), N+1 packing a way back (core/n_plus_one.py).
+    target: it bounds an operator's target placement (TARGET_FILTERS).
+    rebuild: Nova's scheduler applies it to a rebuild elsewhere, so N+1
+    packing checks it (headroom.FILTERS).
+    balancing: only balancing applies it (policy.BALANCE), after the
+    others.
+    """
+    code: str
+    check: object
+    destination: bool = False
+    own: bool = False
+    static: bool = False
+    target: bool = True
+    rebuild: bool = False
+    balancing: bool = False
+    # The rule's refusals are of its own Refusal class, which holds its
+    # code and itself: one costs what its str does, where attributes of
+    # its own would cost five times more (a drain makes one per
+    # hypervisor refused: 100,000 draining 4 of 500 hypervisors).
+    _refusal: type = dataclasses.field(init=False, repr=False,
+                                       compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, '_refusal', type('Refusal', (Refusal,), {
+            'code': self.code, 'rule': self, '__new__': str.__new__}))
+
+    def __call__(self, *args):
+        return first_reason((self,), *args)
+
+    def refusal(self, reason):
+        """The check's reason as this rule's Refusal; one that already
+        names its rule (a rule checked within another) stays its own."""
+        if reason.__class__ is str:
+            return self._refusal(reason)
+        if reason.rule is not None:
+            return reason
+        made = self._refusal(reason)
+        made.resource = reason.resource
+        return made
 
 
 class Moved(collections.namedtuple('Moved', 'ended seconds source')):
@@ -72,7 +156,8 @@ def _lingering(snapshot, now, interval):
 
 
 class Rules:
-    """Options plus the indexes the filters need, for one snapshot."""
+    """Options plus the indexes the filters need, for one snapshot (what
+    every Rule's check looks up, not a list of them)."""
 
     def __init__(self, snapshot, options):
         self.snapshot = snapshot
@@ -314,12 +399,32 @@ def source_usable(server, rules):
                                                       hyp.inconsistency)
 
 
+def stopped_stay(server, rules):
+    if server.status in model.STOPPED_STATUSES:
+        return 'status %s: stopped servers stay (use --cold-migrate-stopped ' \
+            'to move them)' % server.status
+
+
+def migratable(server, rules):
+    if server.status not in model.LIVE_MIGRATABLE_STATUSES + \
+            model.STOPPED_STATUSES:
+        return 'status %s: Nova migrates only ACTIVE or PAUSED servers ' \
+            'live, and stopped ones cold' % server.status
+
+
+def live_blockers(server, rules):
+    """What stops a live migration; a cold one takes the devices along,
+    and Nova's scheduler picks a NUMA fit for it."""
+    if server.status not in model.STOPPED_STATUSES:
+        return first_reason(LIVE_ONLY, server, rules)
+
+
 def first_reason(checks, *args):
-    """The reason of the first check that fails, or None."""
-    for check in checks:
-        reason = check(*args)
+    """The Refusal of the first Rule of checks that fails, or None."""
+    for rule in checks:
+        reason = rule.check(*args)  # not rule(): this is the hot loop
         if reason:
-            return reason
+            return rule.refusal(reason)
     return None
 
 
@@ -633,10 +738,11 @@ def capacity(server, dest, state, rules):
                 amount, rc, inv.step_size)
         used = state.usage(dest.name, rc)
         if used + amount > inv.capacity:
-            return '%s full: %d used + %d needed > %g capacity ' \
-                '((%d total - %d reserved) x %g)' % (
-                    rc, used, amount, inv.capacity, inv.total, inv.reserved,
-                    inv.allocation_ratio)
+            return Refusal('%s full: %d used + %d needed > %g capacity '
+                           '((%d total - %d reserved) x %g)' % (
+                               rc, used, amount, inv.capacity, inv.total,
+                               inv.reserved, inv.allocation_ratio),
+                           resource=rc)
 
 
 def saturation(server, dest, state, rules):
@@ -680,30 +786,6 @@ def ceiling(server, dest, state, rules):
             after, rules.options.ceiling)
 
 
-DESTINATION_FILTERS = (not_source, excluded_host, service, inventory,
-                       availability_zone, same_zone, cpu_compatible,
-                       hypervisor_version, aggregate_extra_specs,
-                       tenant_isolation, tenant_aggregate, isolated_aggregate,
-                       required_traits, images.image_properties,
-                       images.as_capable_image, server_groups,
-                       unrecorded_attempts, soft_server_groups,
-                       migration_time, capacity, saturation, ceiling)
-
-# Checks that refuse what Nova would accept, on purpose: rules of the
-# leveller's own, and what the API cannot show (the leveller never guesses
-# yes). Each one's reason says so. The conformance benchmark
-# (benchmarks/conformance.py) counts the moves they cost apart.
-CHOICES = frozenset(('same_zone', 'soft_server_groups', 'numa',
-                     'capabilities', 'locked', 'source_usable',
-                     'as_capable_image', 'unrecorded_attempts',
-                     'migration_time'))
-
-
-# An operator's target placement is theirs to make: only the ceiling,
-# which they can raise, bounds the load it brings.
-TARGET_FILTERS = tuple(f for f in DESTINATION_FILTERS if f is not saturation)
-
-
 def why_not_destination(server, dest, state, rules):
     return first_reason(DESTINATION_FILTERS, server, dest, state, rules)
 
@@ -725,3 +807,94 @@ def returning(server, dest, state, rules):
     return 'it left %s %.1f h ago, inside the %g h return window (other ' \
         'hypervisors fit it)' % (dest.host, max(0.0, rules.now - when) /
                                  HOUR, hours)
+
+
+# --- every rule, declared once ---------------------------------------------
+
+def _server(code, check, own=False):
+    return Rule(code, check, own=own)
+
+
+def _to(code, check, **properties):
+    return Rule(code, check, destination=True, **properties)
+
+
+# Every rule; the destination rules in the order they are checked, the
+# first that refuses giving the reason. Adding a rule: write its check
+# above, and declare it here (doc/source/contributor/index.rst, "Adding a
+# rule").
+RULES = (
+    # May this server move at all? The policies (core/policy.py) pick
+    # these, each in its own order.
+    _server('status', status),
+    _server('task_state', task_state),
+    _server('locked', locked, own=True),
+    _server('migration_in_flight', migration_in_flight),
+    _server('blockers', blockers),
+    _server('numa', numa, own=True),
+    _server('capabilities', capabilities, own=True),
+    _server('opted_out', opted_out),
+    _server('project', project),
+    _server('cooldown', cooldown),
+    _server('source_in_scope', source_in_scope),
+    _server('source_usable', source_usable, own=True),
+    _server('stopped_stay', stopped_stay),
+    _server('migratable', migratable),
+    _server('live_blockers', live_blockers),
+    # May it move to this hypervisor, in this state?
+    _to('not_source', not_source),
+    _to('excluded_host', excluded_host, static=True),
+    _to('service', service, static=True, rebuild=True),
+    _to('inventory', inventory, static=True, rebuild=True),
+    _to('availability_zone', availability_zone, static=True, rebuild=True),
+    _to('same_zone', same_zone, own=True, static=True),
+    _to('cpu_compatible', cpu_compatible, static=True, rebuild=True),
+    # The conductor's check of a live migration; a rebuild does not ask.
+    _to('hypervisor_version', hypervisor_version, static=True),
+    _to('aggregate_extra_specs', aggregate_extra_specs, static=True,
+        rebuild=True),
+    _to('tenant_isolation', tenant_isolation, static=True, rebuild=True),
+    _to('tenant_aggregate', tenant_aggregate, static=True, rebuild=True),
+    _to('isolated_aggregate', isolated_aggregate, static=True,
+        rebuild=True),
+    _to('required_traits', required_traits, static=True, rebuild=True),
+    _to('image_properties', images.image_properties, static=True,
+        rebuild=True),
+    _to('as_capable_image', images.as_capable_image, own=True, static=True,
+        rebuild=True),
+    # N+1 packing checks the server groups as a rebuild sees them
+    # (core/headroom.py).
+    _to('server_groups', server_groups),
+    _to('unrecorded_attempts', unrecorded_attempts, own=True),
+    _to('soft_server_groups', soft_server_groups, own=True),
+    _to('migration_time', migration_time, own=True),
+    _to('capacity', capacity, rebuild=True),
+    # An operator's target placement is theirs to make: only the ceiling,
+    # which they can raise, bounds the load it brings.
+    _to('saturation', saturation, target=False),
+    _to('ceiling', ceiling),
+    _to('returning', returning, balancing=True),
+)
+_BY_CODE = {rule.code: rule for rule in RULES}
+
+
+def rules_named(*codes):
+    """The declared Rules of these codes, in this order."""
+    return tuple(_BY_CODE[code] for code in codes)
+
+
+# What stops a live migration of a running server, or what the leveller
+# cannot check for one.
+LIVE_ONLY = rules_named('blockers', 'numa', 'capabilities')
+# Every destination rule but balancing's own, in order.
+DESTINATION_FILTERS = tuple(r for r in RULES
+                            if r.destination and not r.balancing)
+# Balancing's own destination rules, checked after those (and N+1's,
+# core/n_plus_one.py).
+BALANCING = tuple(r for r in RULES if r.destination and r.balancing)
+TARGET_FILTERS = tuple(r for r in DESTINATION_FILTERS if r.target)
+# Rules that refuse what Nova would accept, on purpose: rules of the
+# leveller's own, and what the API cannot show (the leveller never guesses
+# yes). Each one's reason says so. The conformance benchmark
+# (benchmarks/conformance.py) counts the moves they cost apart.
+CHOICES = frozenset(r.code for r in RULES if r.own)

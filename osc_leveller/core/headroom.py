@@ -25,19 +25,13 @@ import math
 
 from osc_leveller.core import config
 from osc_leveller.core import filters
-from osc_leveller.core import images
 from osc_leveller.core import model
 from osc_leveller.core import scoring
 
 # A rebuild goes through Nova's scheduler and its prefilters, not the
-# conductor's live-migration checks (the hypervisor's version).
-FILTERS = (filters.service, filters.inventory, filters.availability_zone,
-           filters.cpu_compatible,
-           filters.aggregate_extra_specs, filters.tenant_isolation,
-           filters.tenant_aggregate, filters.isolated_aggregate,
-           filters.required_traits, images.image_properties,
-           images.as_capable_image,
-           filters.capacity)  # and server groups as a rebuild sees them
+# conductor's live-migration checks (the hypervisor's version); and the
+# server groups as a rebuild sees them (_groups).
+FILTERS = tuple(r for r in filters.DESTINATION_FILTERS if r.rebuild)
 # Above this many sets of k hypervisors, only the heaviest sets are packed.
 MAX_SETS = 200
 SHOWN = 3  # servers named in a reason
@@ -191,10 +185,8 @@ def _start(lost, roomiest, residents, state, rules):
     gone = {h.name for h in lost}
     leaving = [s for h in lost for s in residents[h.name]]
     ids = {s.id for s in leaving}
-    checks = FILTERS + (lambda server, dest, state, rules: _groups(
-        server, dest, state, rules, ids),)
     return ([h for h in roomiest if h.name not in gone],
-            _units(leaving, rules), checks, Trial(state))
+            _units(leaving, rules), FILTERS + (_GROUPS,), Trial(state, ids))
 
 
 def _placed(units, trial, others):
@@ -224,8 +216,9 @@ class Trial:
     the Placement usage, all that the filters of a rebuild read; the
     state under it is not changed."""
 
-    def __init__(self, state):
+    def __init__(self, state, leaving=frozenset()):
         self.state = state
+        self.leaving = leaving  # ids of the servers rebuilt elsewhere
         self.moved = {}
         self.added = {}  # hypervisor -> {resource class: change}
 
@@ -270,23 +263,28 @@ def _units(leaving, rules):
         unit[0].name, unit[0].id))
 
 
-def _groups(server, dest, state, rules, leaving):
-    """Nova's hard server-group rules for a rebuild elsewhere."""
+def _groups(server, dest, trial, rules):
+    """Nova's hard server-group rules for a rebuild elsewhere, in a Trial
+    (the servers it rebuilds: trial.leaving)."""
     for group in rules.groups_of.get(server.id, ()):
         others = [m for m in rules.group_members[group.id] if m != server.id]
         label = group.name or group.id
         if group.policy == 'anti-affinity':
-            here = [m for m in others if state.host_of(m) == dest.name]
+            here = [m for m in others if trial.host_of(m) == dest.name]
             if len(here) >= (group.max_server_per_host or 1):
                 return 'anti-affinity group %s: %s already hosts %s' % (
                     label, dest.name, ', '.join(sorted(
                         rules.snapshot.server(m).label for m in here)))
         elif group.policy == 'affinity':
-            staying = [m for m in others if m not in leaving]
-            if staying and state.host_of(staying[0]) != dest.name:
+            staying = [m for m in others if m not in trial.leaving]
+            if staying and trial.host_of(staying[0]) != dest.name:
                 return 'affinity group %s: its other servers are on %s' % (
-                    label, state.host_of(staying[0]))
+                    label, trial.host_of(staying[0]))
     return None
+
+
+# Packing checks it after FILTERS.
+_GROUPS = filters.Rule('server_groups', _groups, destination=True)
 
 
 def _why(first):

@@ -11,7 +11,6 @@ the limiting resource when it is capacity ("RAM allocation of hv07: 754 of
 
 import collections
 
-from osc_leveller.core import filters
 from osc_leveller.core import model
 
 # What is looked at, as the search starts: the hottest hypervisors, their
@@ -20,6 +19,7 @@ from osc_leveller.core import model
 SOURCES = 4
 SERVERS = 16
 DESTINATIONS = 50
+CAPACITY = 'capacity'  # its code in filters.RULES
 # Placement resource classes by what an operator calls them.
 RESOURCES = {model.MEMORY_MB: ('RAM', 1024.0, ' GiB'),
              model.VCPU: ('vCPU', 1.0, ''),
@@ -45,19 +45,19 @@ def why_held(snapshot, state, rules, policy, domain):
                           if s.id not in state.moved),
                          key=lambda s: (-sum(parts(s.id, src)), s.id))
         for server in servers[:SERVERS]:
-            check = _failing(policy.checks, server, rules)
-            if check:
-                staying[check[0]] += 1
+            why = policy.why_not(server, rules)
+            if why:
+                staying[_what(why)] += 1
                 continue
             for dst in cool:
                 if dst == src:
                     continue
                 tried += 1
-                check = _failing(policy.destinations, server,
-                                 snapshot.hypervisor(dst), state, rules)
-                kind = check[0] if check else 'no gain'
+                why = policy.why_not_destination(
+                    server, snapshot.hypervisor(dst), state, rules)
+                kind = _what(why) if why else 'no gain'
                 refused[kind] += 1
-                example.setdefault(kind, (dst, check and check[1]))
+                example.setdefault(kind, (dst, why))
     if not tried:
         return 'no server of its hottest hypervisors (%s) may move (%s)' % (
             ', '.join(hot), _counted(staying) or 'they host none')
@@ -69,14 +69,13 @@ def why_held(snapshot, state, rules, policy, domain):
     dst, why = example[kind]
     return '%s refuses %d of the %d moves from its hottest hypervisors ' \
         '(%s): %s' % (kind, count, tried, ', '.join(hot),
-                      _limit(snapshot, state, domain, kind, scores) or
-                      'for example %s: %s' % (dst, why))
+                      _limit(snapshot, state, domain, why.resource, scores)
+                      or 'for example %s: %s' % (dst, why))
 
 
-def _limit(snapshot, state, domain, kind, scores):
+def _limit(snapshot, state, domain, rc, scores):
     """'RAM allocation of hv07: 754 of 764 GiB allocated' for a resource
-    that is full, on the coolest hypervisor of the domain, or None."""
-    rc = kind[:-len(' full')] if kind.endswith(' full') else None
+    rc that is full, on the coolest hypervisor of the domain, or None."""
     if rc is None:
         return None
     name, unit, suffix = RESOURCES.get(rc, (rc, 1.0, ''))
@@ -89,17 +88,15 @@ def _limit(snapshot, state, domain, kind, scores):
         round(inv.capacity / unit, 1), suffix)
 
 
-def _failing(checks, *args):
-    """(what refuses, its reason) of the first check that fails, or None:
-    the check's name ('cooldown', 'server groups'), or for capacity the
-    resource that is full ('MEMORY_MB full')."""
-    for check in checks:
-        reason = check(*args)
-        if reason:
-            if check is filters.capacity:
-                return reason.split(':')[0], reason
-            return check.__name__.replace('_', ' '), reason
-    return None
+def _what(refusal):
+    """What refuses, by the refusal's code: the rule ('cooldown', 'server
+    groups'); for capacity, the resource that is full ('MEMORY_MB full'),
+    or the inventory's limit (its whole sentence)."""
+    if refusal.resource is not None:
+        return '%s full' % refusal.resource
+    if refusal.code == CAPACITY:
+        return str(refusal)
+    return refusal.code.replace('_', ' ')
 
 
 def _counted(kinds):

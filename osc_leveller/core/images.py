@@ -390,6 +390,3 @@ def as_capable_image(server, dest, state, rules):
             'trait, the same hypervisor type and CPU architecture), and ' \
             '%s' % (why, source.name, weaker)
     return None
-
-
-IMAGE_FILTERS = (image_properties, as_capable_image)

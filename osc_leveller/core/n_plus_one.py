@@ -12,8 +12,13 @@ move is checked against what the placements put on its two hypervisors
 from osc_leveller.core import filters
 from osc_leveller.core import headroom as packing
 
-# How a refusal starts (the metrics file counts them by it).
+# How a refusal starts.
 REFUSAL = 'would break N+1'
+# Lose a move's destination and its server goes back where it came from
+# (Guard._doubt): the rebuild rules that do not depend on what else is
+# there say whether it may; its room there is weighed apart, against what
+# the packing puts there.
+_WAY_BACK = tuple(r for r in packing.FILTERS if r.static)
 
 
 def headroom(server, dest, state, rules):
@@ -24,6 +29,11 @@ def headroom(server, dest, state, rules):
     if not rules.options.keep_n_plus_one or state is not rules.kept_state:
         return None
     return guard_of(state, rules).why_not(server, dest)
+
+
+# Balancing's last destination rule: the one rule above N+1 packing, so
+# declared here rather than in filters.RULES.
+RULE = filters.Rule('headroom', headroom, destination=True, balancing=True)
 
 
 def exchange_breaks(state, rules, sequence):
@@ -126,8 +136,8 @@ class Guard:
                 return True
             trial = packing.Trial(self.state)
             trial.move(server, dest.name)
-            if filters.first_reason(packing.FILTERS[:-1], server, home,
-                                    trial, self.rules):
+            if filters.first_reason(_WAY_BACK, server, home, trial,
+                                    self.rules):
                 return True
             there = self.on[name].get(src)
             amounts = there[1] if there else {}

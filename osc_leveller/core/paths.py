@@ -30,20 +30,13 @@ import time
 from osc_leveller.core import context
 from osc_leveller.core import errors
 from osc_leveller.core import filters
-from osc_leveller.core import images
 from osc_leveller.core import kinds
 from osc_leveller.core import plan as plan_mod
 from osc_leveller.core import policy
 from osc_leveller.core import scoring
 
 # Destination filters that do not depend on what else is on the hypervisor.
-STATIC_FILTERS = (filters.excluded_host, filters.service, filters.inventory,
-                  filters.availability_zone, filters.same_zone,
-                  filters.cpu_compatible, filters.hypervisor_version,
-                  filters.aggregate_extra_specs, filters.tenant_isolation,
-                  filters.tenant_aggregate, filters.isolated_aggregate,
-                  filters.required_traits,
-                  images.image_properties, images.as_capable_image)
+STATIC_FILTERS = tuple(r for r in filters.DESTINATION_FILTERS if r.static)
 SEARCH_STATES = 3000  # placements the exhaustive search may expand
 SEARCH_SERVERS = 24  # servers it may move; beyond, those of the touched hosts
 PARKS_PER_SERVER = 2
@@ -130,7 +123,7 @@ class _Finder:
                     problems.append('%s would hold %d %s, above its capacity '
                                     '%g' % (name, used, rc, inv.capacity))
             demand = filters.saturated(final, name) \
-                if filters.saturation in self.movable.destinations else None
+                if self.movable.applies('saturation') else None
             if demand is not None:
                 problems.append('%s would be CPU saturated: its servers '
                                 'would ask for %.1f of its %d threads' % (

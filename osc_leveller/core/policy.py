@@ -1,6 +1,6 @@
 """May this server move at all, and why not: one answer per kind of move.
 
-A policy is a named sequence of server predicates (core/filters.py); the
+A policy is a named sequence of server predicates (filters.RULES); the
 first that fails gives the reason an operator reads. Where the server may go
 is the destination filters' question: Nova's, the same for every kind of
 move, and for balancing one of its own.
@@ -32,8 +32,8 @@ COLD = 'cold'
 @dataclasses.dataclass(frozen=True)
 class Policy:
     name: str
-    checks: tuple  # predicates (server, rules) -> reason or None
-    # predicates (server, dest, state, rules) -> reason or None
+    checks: tuple  # filters.Rule of the server: (server, rules)
+    # filters.Rule of the destination: (server, dest, state, rules)
     destinations: tuple = filters.DESTINATION_FILTERS
 
     def why_not(self, server, rules):
@@ -50,31 +50,13 @@ class Policy:
         return self.why_not(server, rules) or self.why_not_destination(
             server, dest, state, rules)
 
-    def without(self, *checks):
+    def without(self, *codes):
         return dataclasses.replace(self, checks=tuple(
-            c for c in self.checks if c not in checks))
+            c for c in self.checks if c.code not in codes))
 
-
-# --- predicates of a drain ----------------------------------------------------
-
-def stopped_stay(server, rules):
-    if server.status in model.STOPPED_STATUSES:
-        return 'status %s: stopped servers stay (use --cold-migrate-stopped ' \
-            'to move them)' % server.status
-
-
-def migratable(server, rules):
-    if server.status not in model.LIVE_MIGRATABLE_STATUSES + \
-            model.STOPPED_STATUSES:
-        return 'status %s: Nova migrates only ACTIVE or PAUSED servers ' \
-            'live, and stopped ones cold' % server.status
-
-
-def live_blockers(server, rules):
-    """What stops a live migration; a cold one takes the devices along,
-    and Nova's scheduler picks a NUMA fit for it."""
-    if server.status not in model.STOPPED_STATUSES:
-        return filters.first_reason(_LIVE_ONLY, server, rules)
+    def applies(self, code):
+        """Whether the destination rule of this code applies."""
+        return any(rule.code == code for rule in self.destinations)
 
 
 def kind_of(server):
@@ -82,26 +64,23 @@ def kind_of(server):
     return COLD if server.status in model.STOPPED_STATUSES else LIVE
 
 
-# What stops a live migration of a running server, or what the leveller
-# cannot check for one.
-_LIVE_ONLY = (filters.blockers, filters.numa, filters.capabilities)
 # What Nova refuses, what the leveller cannot check, and what the operator
 # said must not move.
-_NOVA = (filters.status, filters.task_state, filters.locked,
-         filters.migration_in_flight) + _LIVE_ONLY + (filters.opted_out,
-                                                      filters.project)
+_NOVA = filters.rules_named(
+    'status', 'task_state', 'locked', 'migration_in_flight') + \
+    filters.LIVE_ONLY + filters.rules_named('opted_out', 'project')
 
-BALANCE = Policy('balance', _NOVA + (
-    filters.cooldown, filters.source_in_scope, filters.source_usable),
-    filters.DESTINATION_FILTERS + (filters.returning, n_plus_one.headroom))
+BALANCE = Policy('balance', _NOVA + filters.rules_named(
+    'cooldown', 'source_in_scope', 'source_usable'),
+    filters.DESTINATION_FILTERS + filters.BALANCING + (n_plus_one.RULE,))
 # A server its exchange parked a moment ago: the cooldown it is in is the
 # one that parking move started.
-BALANCE_AGAIN = BALANCE.without(filters.cooldown)
-PLACEMENT = Policy('placement', _NOVA + (filters.source_in_scope,),
-                   filters.TARGET_FILTERS)
-_DRAIN = (migratable, live_blockers, filters.task_state, filters.locked,
-          filters.migration_in_flight, filters.opted_out)
-DRAIN = Policy('drain', (stopped_stay,) + _DRAIN)
+BALANCE_AGAIN = BALANCE.without('cooldown')
+PLACEMENT = Policy('placement', _NOVA + filters.rules_named(
+    'source_in_scope'), filters.TARGET_FILTERS)
+_DRAIN = filters.rules_named('migratable', 'live_blockers', 'task_state',
+                             'locked', 'migration_in_flight', 'opted_out')
+DRAIN = Policy('drain', filters.rules_named('stopped_stay') + _DRAIN)
 DRAIN_COLD = Policy('drain, stopped servers cold', _DRAIN)
 
 

@@ -41,57 +41,43 @@ STATUSES = {
     executor.TIMED_OUT: 'timed_out', executor.ABORTED: 'aborted',
     executor.SKIPPED: 'skipped', executor.NOT_STARTED: 'not_started',
     executor.STARTED: 'started'}  # a dry run writes no metrics
-# The reason classes of skipped and not started moves, by the start of the
-# executor's and checks' own reasons (core/checks.py, core/executor.py);
-# the first that matches wins.
-_SKIPPED = (
-    ('the server no longer exists', 'server_gone'),
-    ('it is now on ', 'server_moved'),
-    ('the destination ', 'destination_gone'),
-    ('no longer evens out', 'no_gain'),
-    ('the exchange no longer evens out', 'no_gain'),
-    ('its exchange', 'exchange_stopped'),
-    ('migrated ', 'cooldown'),
-)
-_NOT_STARTED = (
-    ('the batch limit', 'batch_limit'),
-    ('an earlier move failed', 'earlier_failure'),
-    ('not waited for', 'not_waited'),
-    ('cannot read the cloud', 'cloud_unreadable'),
-    ('cannot write the journal', 'journal_unwritable'),
-    ('interrupted', 'interrupted'),
-)
+# The reason classes of skipped and not started moves, from the code their
+# reason carries (filters.Refusal): the re-checks' and the executor's own
+# codes are their classes (core/checks.py, core/executor.py); a rule's
+# refusal falls in its rule's class, a new rule's too, so that the label
+# values stay this fixed list.
+_SKIPPED = ('server_gone', 'server_moved', 'destination_gone', 'no_gain',
+            'exchange_stopped')
+_RULES = {'cooldown': 'cooldown', n_plus_one.RULE.code: 'n_plus_one'}
+_NOT_STARTED = ('batch_limit', 'earlier_failure', 'not_waited',
+                'cloud_unreadable', 'journal_unwritable', 'interrupted')
 REASONS = {
     'done': ('migrated',),
     'failed': ('migration_failed',),
     'timed_out': ('timeout',),
     'aborted': ('aborted',),
     'started': ('not_waited',),
-    'skipped': tuple(dict.fromkeys(c for _, c in _SKIPPED)) + (
-        'n_plus_one', 'destination_refused', 'server_not_movable'),
-    'not_started': tuple(c for _, c in _NOT_STARTED) + ('other',),
+    'skipped': _SKIPPED + ('cooldown', 'n_plus_one', 'destination_refused',
+                           'server_not_movable'),
+    'not_started': _NOT_STARTED + ('other',),
 }
 
 
 def labels_of(result):
     """(status, reason class) of an executor Result: both from fixed lists."""
     status = STATUSES.get(result.status, 'other')
-    reason = str(result.reason or '')
+    code = getattr(result.reason, 'code', None)
     if status == 'skipped':
-        for start, cls in _SKIPPED:
-            if reason.startswith(start) and (
-                    cls != 'cooldown' or 'cooldown' in reason):
-                return status, cls
-        # A destination filter's reason starts with the destination's name.
-        refused = result.move.destination + ': '
-        if reason.startswith(refused + n_plus_one.REFUSAL):
-            return status, 'n_plus_one'
-        if reason.startswith(refused):
+        if code in _SKIPPED:
+            return status, code
+        if code in _RULES:
+            return status, _RULES[code]
+        rule = getattr(result.reason, 'rule', None)
+        if rule is not None and rule.destination:
             return status, 'destination_refused'
         return status, 'server_not_movable'
     if status == 'not_started':
-        return status, next((cls for start, cls in _NOT_STARTED
-                             if reason.startswith(start)), 'other')
+        return status, code if code in _NOT_STARTED else 'other'
     return status, REASONS.get(status, ('other',))[0]
 
 

@@ -161,13 +161,13 @@ class TestKeepNPlusOne(unittest.TestCase):
                          if state.host_of(s.id) == hyp.name}
             placed = guard.placed[hyp.name]
             self.assertEqual(residents, set(placed), hyp.name)
-            trial = headroom.Trial(state)
+            trial = headroom.Trial(state, residents)
             for sid, there in placed.items():
                 server, dest = snapshot.server(sid), snapshot.hypervisor(
                     there)
                 self.assertIsNone(filters.first_reason(
                     headroom.FILTERS, server, dest, trial, rules) or
-                    headroom._groups(server, dest, trial, rules, residents),
+                    headroom._groups(server, dest, trial, rules),
                     (hyp.name, server.name, there))
                 trial.move(server, there)
             checked += 1

@@ -1,5 +1,6 @@
 """The metrics file's text, read back as Prometheus reads it."""
 
+import dataclasses
 import math
 import pathlib
 import unittest
@@ -8,8 +9,10 @@ import hypothesis
 from hypothesis import strategies as st
 from prometheus_client import parser
 
+from osc_leveller.core import checks
 from osc_leveller.core import config
 from osc_leveller.core import executor
+from osc_leveller.core import filters
 from osc_leveller.core import guard
 from osc_leveller.core import options as opts
 from osc_leveller.core import plan as plan_mod
@@ -17,9 +20,11 @@ from osc_leveller.core import planner
 from osc_leveller.core import runmetrics
 from osc_leveller.core import skill
 from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core import state as state_mod
 from tests.unit import builders as b
 from tests.unit.core import test_executor
 from tests.unit.core import test_forecast
+from tests.unit.core import test_n_plus_one
 
 NOW = 1_800_000_000.0
 
@@ -53,8 +58,8 @@ def every_figure():
         executor.Result(move('b', ram_gb=16.5), executor.DONE),
         executor.Result(move('c'), executor.FAILED, 'boom'),
         executor.Result(move('d'), executor.SKIPPED, 'locked'),
-        executor.Result(move('e'), executor.NOT_STARTED,
-                        'the batch limit of 2 was reached')]
+        executor.Result(move('e'), executor.NOT_STARTED, filters.Refusal(
+            'the batch limit of 2 was reached', 'batch_limit'))]
     record.imbalance = lambda: [('az1/Gen1', 0.2, 0.1),
                                 ('az"2\\x\nGen2', 0.125, 0.0)]
     record.forecast = lambda: [('az1/Gen1', {
@@ -67,33 +72,140 @@ def every_figure():
 
 
 class TestLabels(unittest.TestCase):
-    def test_reasons_fall_in_fixed_classes(self):
+    """Each reason class of a skipped move, from the re-check that made the
+    reason: the label reads its code, not its sentence."""
+
+    def recheck(self, check, name='s1', source='hv1', destination='hv2',
+                servers=(), migrations=(), **options):
+        hyps = [b.hypervisor('hv%d' % i, ram_gb=64) for i in (1, 2, 3)]
+        servers = list(servers) or [
+            b.server('s1', 'hv1', vcpus=8, ram_gb=16, cpu=0.9),
+            b.server('s2', 'hv1', vcpus=8, ram_gb=16, cpu=0.9),
+            b.server('c', 'hv2', vcpus=1, ram_gb=1, cpu=0.1),
+            b.server('big', 'hv3', ram_gb=60)]
+        snap = b.snapshot(hyps, servers, migrations=migrations)
+        rules = filters.Rules(snap, opts.PlannerOptions(**options))
+        state = state_mod.new_state(snap)
+        plan_move = dataclasses.replace(move(name, destination),
+                                        source=source)
+        reason = check(plan_move, snap, state, rules)
+        self.assertTrue(reason)
+        return runmetrics.labels_of(executor.Result(
+            plan_move, executor.SKIPPED, reason))[1], reason
+
+    def test_each_skip_falls_in_its_class(self):
+        recent = {'server_id': 'id-s1', 'status': 'completed',
+                  'updated_at': '2026-11-20T10:00:00Z'}
         cases = [
-            (executor.DONE, '', ('done', 'migrated')),
-            (executor.FAILED, 'Nova: error', ('failed', 'migration_failed')),
-            (executor.SKIPPED, 'migrated 2.0 h ago, inside the 6 h cooldown',
-             ('skipped', 'cooldown')),
-            (executor.SKIPPED, 'it is now on hv3, not on the planned source '
-             'hv1', ('skipped', 'server_moved')),
-            (executor.SKIPPED, 'no longer evens out the load: hv2 would '
-             'reach 0.90', ('skipped', 'no_gain')),
-            (executor.SKIPPED, 'hv2: RAM 120 of 128 GiB allocated',
-             ('skipped', 'destination_refused')),
-            (executor.SKIPPED, 'hv2: would break N+1: losing hv1, 1 server '
-             'fit nowhere: db1', ('skipped', 'n_plus_one')),
-            (executor.SKIPPED, 'locked', ('skipped', 'server_not_movable')),
-            (executor.NOT_STARTED, 'the batch limit of 1 was reached',
-             ('not_started', 'batch_limit')),
-            (executor.NOT_STARTED, 'cannot write the journal /j: No space '
-             'left on device', ('not_started', 'journal_unwritable')),
-            (executor.NOT_STARTED, 'interrupted',
-             ('not_started', 'interrupted')),
-            (executor.NOT_STARTED, 'something new', ('not_started', 'other')),
+            ('server_gone', dict(name='ghost')),
+            ('server_moved', dict(source='hv2', destination='hv3')),
+            ('destination_gone', dict(destination='hv9')),
+            ('no_gain', dict(check=checks.balance, name='c', source='hv2',
+                             destination='hv1')),
+            ('cooldown', dict(check=checks.balance, migrations=[recent])),
+            ('server_not_movable', dict(servers=[
+                b.server('s1', 'hv1', locked=True)])),
+            ('destination_refused', dict(destination='hv3')),  # RAM full
         ]
-        for status, reason, expected in cases:
-            result = executor.Result(move('a'), status, reason)
-            self.assertEqual(expected, runmetrics.labels_of(result), reason)
-            self.assertIn(expected[1], runmetrics.REASONS[expected[0]])
+        for expected, kwargs in cases:
+            with self.subTest(expected):
+                kwargs.setdefault('check', checks.placement)
+                got, reason = self.recheck(**kwargs)
+                self.assertEqual(expected, got, reason)
+                self.assertIn(got, runmetrics.REASONS['skipped'])
+
+    def test_n_plus_one(self):
+        snap = test_n_plus_one.tight()
+        state, rules = test_n_plus_one.kept(snap)
+        plan_move = dataclasses.replace(move('g', 'hv2'), source='hv3')
+        reason = checks.balance(plan_move, snap, state, rules)
+        self.assertTrue(reason.startswith('hv2: would break N+1'), reason)
+        self.assertEqual(('skipped', 'n_plus_one'), runmetrics.labels_of(
+            executor.Result(plan_move, executor.SKIPPED, reason)))
+
+    def test_the_code_decides_not_the_sentence(self):
+        def label(reason):
+            return runmetrics.labels_of(executor.Result(
+                move('a'), executor.SKIPPED, reason))[1]
+        words = 'migrated 2.0 h ago, inside the 6 h cooldown'
+        cooldown = filters.rules_named('cooldown')[0]
+        self.assertEqual('cooldown', label(filters.Refusal(
+            words, 'cooldown', cooldown)))
+        # The same words from another rule, or from none.
+        self.assertEqual('destination_refused', label(filters.Refusal(
+            'hv2: ' + words, 'ceiling', filters.rules_named('ceiling')[0])))
+        self.assertEqual('server_not_movable', label(words))
+        self.assertEqual('other', runmetrics.labels_of(executor.Result(
+            move('a'), executor.NOT_STARTED, 'the batch limit of 1 was '
+            'reached'))[1])
+
+    def test_other_statuses(self):
+        for status, reason, expected in [
+                (executor.DONE, '', 'migrated'),
+                (executor.FAILED, 'Nova: error', 'migration_failed'),
+                (executor.TIMED_OUT, 'no result', 'timeout'),
+                (executor.STARTED, 'migrating; not waited for',
+                 'not_waited')]:
+            self.assertEqual(expected, runmetrics.labels_of(
+                executor.Result(move('a'), status, reason))[1])
+
+
+class TestNotStartedLabels(test_executor.ExecutorTest):
+    """Each reason class of a move not started, from a real run."""
+
+    def classes(self, results):
+        return {runmetrics.labels_of(r) for r in results
+                if r.status == executor.NOT_STARTED}
+
+    def test_batch_limit(self):
+        self.assertEqual({('not_started', 'batch_limit')},
+                         self.classes(self.run_plan(batch=1)))
+
+    def test_not_waited(self):
+        self.assertEqual({('not_started', 'not_waited')}, self.classes(
+            self.run_plan(max_parallel=1, wait=False)))
+
+    def test_earlier_failure(self):
+        self.nova.behaviour[self.plan.moves[0].destination] = 'fail'
+        self.assertEqual({('not_started', 'earlier_failure')},
+                         self.classes(self.run_plan(max_parallel=1)))
+
+    def test_cloud_unreadable(self):
+        real, reads = self.nova.snapshot, []
+
+        def flaky(moves=None):
+            reads.append(moves)
+            if len(reads) > 1:
+                raise executor.ActionError('Placement answered HTTP 503')
+            return real(moves)
+        self.nova.snapshot = flaky
+        self.assertEqual({('not_started', 'cloud_unreadable')},
+                         self.classes(self.run_plan(max_parallel=1)))
+
+    def test_journal_unwritable(self):
+        journal = test_executor.Journal(
+            lambda event, fields: event == 'migrate' and any(
+                e == 'migrate' for e, _ in journal.records))
+        clock = test_executor.Clock()
+        self.nova.wall = lambda: NOW + clock.now
+        runner = executor.Executor(
+            self.nova, self.planner_options, executor.ApplyOptions(
+                poll_interval=1.0, max_parallel=1),
+            journal=journal, clock=clock, sleep=clock.sleep,
+            wall=lambda: NOW + clock.now)
+        self.assertEqual({('not_started', 'journal_unwritable')},
+                         self.classes(runner.run(self.plan.moves).results))
+
+    def test_interrupted(self):
+        real = self.nova.server
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+        self.nova.server = interrupted
+        self.assertRaises(KeyboardInterrupt, self.run_plan, max_parallel=1)
+        self.nova.server = real
+        self.assertEqual({('not_started', 'interrupted')}, self.classes(
+            self.executor.interrupted.results))
 
 
 class TestExposition(unittest.TestCase):
@@ -104,7 +216,8 @@ class TestExposition(unittest.TestCase):
             executor.Result(move('b', ram_gb=16), executor.DONE),
             executor.Result(move('c'), executor.FAILED, 'boom'),
             executor.Result(move('d'), executor.NOT_STARTED,
-                            'the batch limit of 2 was reached')]
+                            filters.Refusal('the batch limit of 2 was '
+                                            'reached', 'batch_limit'))]
         record.imbalance = lambda: [('az1/Gen"1', 0.2, 0.1)]
         return record
 
