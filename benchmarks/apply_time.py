@@ -53,8 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import kinds  # noqa: E402
-from osc_leveller.core import plan as plan_mod  # noqa: E402
+from osc_leveller.core.planning import kinds  # noqa: E402
+from osc_leveller.core.planning import plan as plan_mod  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
 
 PER_HOST = 50
@@ -183,7 +183,10 @@ def checked(records, plan):
 # its own osc_leveller (PYTHONPATH), not this checkout's. Prints JSON.
 CHECKS = """
 import dataclasses, json, sys, time
-from osc_leveller.core import executor, options, plan, snapshot
+from osc_leveller.core.model import snapshot
+from osc_leveller.core.planning import plan
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options
 snap = snapshot.load(sys.argv[1])
 moves = plan.read(sys.argv[2]).moves
 runner = executor.Executor(None, dataclasses.replace(

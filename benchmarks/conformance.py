@@ -15,7 +15,7 @@ OS_CLOUD as `devcloud env` prints them), for each seed:
    check of the planner lets it go to, in turn one the rule refuses and
    one it lets pass;
 3. the planner's verdict on the pair: what ``plan --explain SERVER`` says
-   of that hypervisor (core/planner.py Planner.explain), on the cloud as
+   of that hypervisor (core/planning/planner.py Planner.explain), on the cloud as
    the leveller's collector reads it, with the options that leave Nova's
    rules alone to decide (CONFORMANCE below: no ceiling, cooldown or
    return window; locked servers included; CPU compatibility by features,
@@ -31,7 +31,7 @@ Each pair is attributed to a rule: the planner's refusing check when it
 refuses, else the rule the sampler aimed at. Per rule: pairs tried, agreed,
 dangerous (the planner accepts, Nova refuses), lost (the planner refuses,
 Nova accepts) and, of the lost, those refused by a documented deliberate
-choice of the leveller (core/filters.py CHOICES: a rule of its own, or
+choice of the leveller (core/rules/filters.py CHOICES: a rule of its own, or
 what the API cannot show); every disagreement with its server,
 destination, both reasons and the seed, to reproduce it.
 
@@ -65,14 +65,14 @@ import openstack  # noqa: E402
 
 from devcloud import devcloud_retry  # noqa: E402
 from osc_leveller.cloud import collect  # noqa: E402
-from osc_leveller.core import config  # noqa: E402
-from osc_leveller.core import extra_specs  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import images  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import planner as planner_mod  # noqa: E402
-from osc_leveller.core import policy  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import extra_specs  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import planner as planner_mod  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import images  # noqa: E402
+from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import config  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 DEVCLOUD = os.path.join(ROOT, 'tools', 'devcloud', 'devcloud')
 # The leveller's own rules off, so that the verdict is its model of
@@ -437,7 +437,7 @@ def label(rule, server, snapshot, reason):
         policies = sorted({g.policy for g in _groups_of(snapshot, server)})
         return '%s (%s)' % (rule, ', '.join(policies))
     if rule == 'required_traits' and 'forbidden' in reason:
-        return 'forbidden_traits'  # one check for both (core/filters.py)
+        return 'forbidden_traits'  # one check for both (core/rules/filters.py)
     if rule == 'required_traits' and 'by image' in reason:
         return 'image_traits'
     return rule

@@ -1,4 +1,4 @@
-"""cronsim against the cron matcher of core/windows.py (issue 32).
+"""cronsim against the cron matcher of core/settings/windows.py (issue 32).
 
     pip install cronsim      # for this script only
     python benchmarks/cron_matcher.py [--repeat 21] [--json FILE]
@@ -35,8 +35,8 @@ import tabulate
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from osc_leveller.core import errors  # noqa: E402
-from osc_leveller.core import windows  # noqa: E402
+from osc_leveller.core.model import errors  # noqa: E402
+from osc_leveller.core.settings import windows  # noqa: E402
 
 UTC = datetime.timezone.utc
 MINUTE = windows.MINUTE
@@ -146,7 +146,7 @@ def _short(text, most=80):
 def run_corpus():
     """[(label, what the candidate did)] of the corpus's bad windows."""
     import yaml
-    from osc_leveller.core import config
+    from osc_leveller.core.settings import config
     from tests.unit import badinput
     key = config.BY_NAME['windows.blackout']
     found = []

@@ -3,7 +3,7 @@ replayed over the load series of benchmarks/series.py (--mix: their
 shapes, classic by default; daily, bursty, or mixed by domain).
 
 At each run the replay builds the snapshot the live commands would see, as
-a snapshot document (``osc-leveller-snapshot/1``) read by core/snapshot.py
+a snapshot document (``osc-leveller-snapshot/1``) read by core/model/snapshot.py
 ``parse()``, schema check included:
 
 - placement: the generated cluster's, after every move of earlier runs;
@@ -22,9 +22,9 @@ a snapshot document (``osc-leveller-snapshot/1``) read by core/snapshot.py
 
 It plans with the default options (PlannerOptions(), with --cooldown) and
 does the first B moves of the plan, as apply --batch B runs them (plan
-order, an exchange's moves one unit; see core/executor.py), each as
+order, an exchange's moves one unit; see core/run/executor.py), each as
 planned and at once. The moves then live in the next interval's load: the
-imbalance (the std of host scores per balancing domain, core/scoring.py,
+imbalance (the std of host scores per balancing domain, core/load/scoring.py,
 averaged over the domains of two or more hypervisors) is measured there,
 with the leveller and with no action (the cluster as generated), along
 with the hosts asked for more CPU than they have (saturated) and by how
@@ -75,17 +75,17 @@ CODE = os.environ.get('LEVELLER_REPLAY_CODE')
 if CODE:
     sys.path.insert(0, CODE)
 
-from osc_leveller.core import model  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import scoring  # noqa: E402
+from osc_leveller.core.load import scoring  # noqa: E402
+from osc_leveller.core.model import model  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 try:  # a checkout before the forecast's skill was measured has none
-    from osc_leveller.core import skill  # noqa: E402
+    from osc_leveller.core.load import skill  # noqa: E402
 except ImportError:
     skill = None
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
-from osc_leveller.core import watcher_cluster  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import watcher_cluster  # noqa: E402
 
 HOUR = 3600.0
 # How long a live migration takes: set-up plus copying the RAM at about
@@ -172,7 +172,7 @@ class World:
             servers.append(dict(
                 s, host=placement[s['id']], cpu_util=cpu[s['id']],
                 mem_util=self.series['servers'][s['id']]['ram'][step]))
-        # The Watcher cluster mapping (core/watcher_cluster.py) gives
+        # The Watcher cluster mapping (core/model/watcher_cluster.py) gives
         # hypervisors and servers; host CPU and RAM capped at 1 as
         # node_exporter reads them.
         document = watcher_cluster.convert(
@@ -273,7 +273,7 @@ def with_forecast(document, days, ahead, weight):
 
 def with_skill(document, hosts, step, interval_steps, days, domains):
     """The document whose forecast carries the skill Prometheus' history
-    gives (osc_leveller/core/skill.py), as prometheus.forecast_days reads
+    gives (osc_leveller/core/load/skill.py), as prometheus.forecast_days reads
     it: the hypervisors' figures on a grid of one interval, index 0 this
     run; hosts: {world step: {hypervisor: {figure: value}}} as read at
     each step, with the placement of its time. Each step's figure is the
@@ -344,7 +344,7 @@ def migration(number, moved):
 
 def imbalance(snapshot):
     """The mean over balancing domains (two or more usable hypervisors) of
-    the std of host scores, as core/scoring.py computes them."""
+    the std of host scores, as core/load/scoring.py computes them."""
     state = state_mod.new_state(snapshot)
     usable = [h for h in snapshot.hypervisors if h.usable]
     stats = scoring.domain_stats({h.name: state.score(h.name)
@@ -357,7 +357,7 @@ def imbalance(snapshot):
 
 def first_units(moves, batch):
     """The moves apply --batch runs: the first batch units in plan order,
-    an exchange's moves counting as one (core/executor.py); None: all."""
+    an exchange's moves counting as one (core/run/executor.py); None: all."""
     if batch is None:
         return list(moves)
     units, chosen = set(), []

@@ -7,7 +7,7 @@ shapes (benchmarks/series.py) and each setting:
   ``target: 0.035`` (what the user guide recommended before the weight was
   earned; a snapshot without skill plans so);
 - ``earned``: the same settings, the weight earned per domain and figure
-  on the history (core/skill.py), forecast_weight 0.7 its most;
+  on the history (core/load/skill.py), forecast_weight 0.7 its most;
 - ``earned, forecast_target``: the weight earned, and the target 0.035
   only in the domains where the forecast has weight (``forecast_target:
   0.035``; the default target elsewhere).

@@ -33,18 +33,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import checks  # noqa: E402
-from osc_leveller.core import config  # noqa: E402
-from osc_leveller.core import drain  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import paths  # noqa: E402
-from osc_leveller.core import plan as plan_mod  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import policy  # noqa: E402
-from osc_leveller.core import scoring  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core.load import scoring  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import drain  # noqa: E402
+from osc_leveller.core.planning import paths  # noqa: E402
+from osc_leveller.core.planning import plan as plan_mod  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.rules import checks  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import config  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 DEMO = os.path.join(os.path.dirname(HERE), 'osc_leveller', 'data',
                     'demo-snapshot.json')

@@ -5,7 +5,7 @@
 
 Per generated cluster (benchmarks/generate.py), plans with and without
 keep_n_plus_one, then replays each plan move by move. After each move it
-counts the hypervisors whose loss the N+1 check (core/headroom.py, as
+counts the hypervisors whose loss the N+1 check (core/rules/headroom.py, as
 score --summary runs it) absorbed at the start and no longer absorbs:
 "broken". Prints per cluster and option: moves, broken, the imbalance
 before and after, and the planning time.
@@ -21,12 +21,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import headroom  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import headroom  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 
 def absorbed(snapshot, state, rules):

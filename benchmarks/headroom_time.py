@@ -1,4 +1,4 @@
-"""Time the N+k headroom check (core/headroom.py) on a cluster, in this
+"""Time the N+k headroom check (core/rules/headroom.py) on a cluster, in this
 process.
 
     python benchmarks/headroom_time.py CLUSTER.json [--k 1 --k 2] [--repeat R]
@@ -18,11 +18,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import headroom  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import headroom  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 
 def main(argv=None):

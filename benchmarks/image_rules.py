@@ -1,4 +1,4 @@
-"""What the image rules cost the planner (core/images.py).
+"""What the image rules cost the planner (core/rules/images.py).
 
 A generated cluster (benchmarks/generate.py) is read from scalecloud, its
 servers booted from --images Glance images (tools/scalecloud/images.py),
@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
 from osc_leveller.cloud import collect  # noqa: E402
-from osc_leveller.core import options  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import snapshot  # noqa: E402
+from osc_leveller.core.model import snapshot  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.settings import options  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
 
 

@@ -25,10 +25,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from osc_leveller.core import files  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import validation  # noqa: E402
-from osc_leveller.core import watcher_cluster  # noqa: E402
+from osc_leveller.core.model import files  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import validation  # noqa: E402
+from osc_leveller.core.model import watcher_cluster  # noqa: E402
 
 PLAN = ['openstack', 'leveller', 'plan', '-f', 'value', '-c', '#']
 

@@ -45,11 +45,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import paths  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import paths  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 TANGENTS = np.linspace(-1.0, 1.0, 161)  # c of the cuts: step 0.0125
 RESOURCES = ('VCPU', 'MEMORY_MB', 'DISK_GB')

@@ -17,9 +17,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 
 def main(argv=None):

@@ -28,11 +28,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
 from benchmarks import run  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import policy  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 
 class Figures:

@@ -22,7 +22,7 @@ Every plan is scored the same way: the standard deviation of host CPU and
 RAM utilisation (sum of util x size / host size) within each balancing
 domain (AZ x CPU model), averaged over the domains, with all of a plan's
 moves counted as done. Every move is also checked, in order, against
-osc-leveller's filters (core/filters.py): the moves Nova would refuse are
+osc-leveller's filters (core/rules/filters.py): the moves Nova would refuse are
 counted by reason.
 
     python benchmarks/run.py --hosts 100 --servers 2000 [--seed 1]
@@ -50,12 +50,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
-from osc_leveller.core import filters  # noqa: E402
-from osc_leveller.core import options as opts  # noqa: E402
-from osc_leveller.core import planner  # noqa: E402
-from osc_leveller.core import policy  # noqa: E402
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
-from osc_leveller.core import state as state_mod  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import planner  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
 
 WATCHER = os.path.join(HERE, '..', '..', 'shared', 'bench',
                        'watcher_baseline')

@@ -155,7 +155,7 @@ def series(cluster, hours=48, step_minutes=60, seed=1, start=START,
 
 
 def domain_of(hypervisor):
-    """The balancing domain, as core/scoring.py names it."""
+    """The balancing domain, as core/load/scoring.py names it."""
     return '%s/%s' % (hypervisor.get('az') or 'no-az',
                       hypervisor.get('cpu_model') or 'any-cpu')
 

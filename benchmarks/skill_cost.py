@@ -47,7 +47,7 @@ reader's checks), with Prometheus' share (until its answer's headers: the
 evaluation, not the encoding), the requests and the bytes of the answers
 (JSON, as the answer cap counts them; gzip on the wire). The history's
 size is checked (every hypervisor, every step) and the skill computed on it
-(core/skill.py). The data stays in DIR for the next run; --fresh makes it
+(core/load/skill.py). The data stays in DIR for the next run; --fresh makes it
 again. --render JSON prints a run's table again.
 """
 
@@ -74,9 +74,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 from osc_leveller.cloud import hostmatch  # noqa: E402
 from osc_leveller.cloud import measure  # noqa: E402
 from osc_leveller.cloud import prometheus  # noqa: E402
-from osc_leveller.core import config  # noqa: E402
-from osc_leveller.core import model  # noqa: E402
-from osc_leveller.core import skill  # noqa: E402
+from osc_leveller.core.load import skill  # noqa: E402
+from osc_leveller.core.model import model  # noqa: E402
+from osc_leveller.core.settings import config  # noqa: E402
 
 DAY = 86400
 SCRAPE = 60  # seconds between samples, Prometheus' default interval

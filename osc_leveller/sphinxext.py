@@ -7,7 +7,7 @@ no docutils code; without the extension Sphinx stops at the unknown
 directive instead of leaving the table out.
 """
 
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 
 MARKER = '.. leveller-settings::'
 

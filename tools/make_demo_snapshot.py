@@ -18,7 +18,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from osc_leveller.core import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
 
 GENERATIONS = {
     # model: (threads, RAM GiB, features added by this generation)

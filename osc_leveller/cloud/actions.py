@@ -17,8 +17,8 @@ from openstack import exceptions as sdk_exc
 from osc_leveller.cloud import answers
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import refresh
-from osc_leveller.core import executor
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.run import executor
 
 LIVE_MIGRATE_VERSION = '2.34'  # a named host, no force, pre-checks async
 MIGRATIONS_VERSION = '2.80'  # instance_uuid filter, uuid and integer id

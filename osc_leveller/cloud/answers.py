@@ -7,7 +7,7 @@ import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
-from osc_leveller.core import errors
+from osc_leveller.core.model import errors
 
 MESSAGE = 300  # characters of a service's error text that messages quote
 

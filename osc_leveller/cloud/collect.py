@@ -34,9 +34,9 @@ from osc_leveller.cloud import glance
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import identity
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import scoring
-from osc_leveller.core import skill
-from osc_leveller.core import snapshot
+from osc_leveller.core.load import scoring
+from osc_leveller.core.load import skill
+from osc_leveller.core.model import snapshot
 
 CollectError = answers.CollectError  # what every read here raises
 reading = answers.reading

@@ -22,7 +22,7 @@ from openstack import connection
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import collect
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 
 
 def open_connection(cloud_config, options, settings=None, request_id=None):

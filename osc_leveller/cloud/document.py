@@ -13,7 +13,7 @@ import json
 
 from osc_leveller.cloud import answers
 from osc_leveller.cloud import glance
-from osc_leveller.core import snapshot
+from osc_leveller.core.model import snapshot
 
 # Nova's names of the server fields read (servers/detail, admin).
 NODE = 'OS-EXT-SRV-ATTR:hypervisor_hostname'

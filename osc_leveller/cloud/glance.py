@@ -3,7 +3,7 @@
 One GET /v2/images/{id} per distinct image of the servers, in the
 collector's pool: Glance has no bulk read by id. Glance shows an image's
 properties as top-level keys of its answer (text values); only those the
-rules read (core/images.py) are kept. An image Glance does not show (gone:
+rules read (core/rules/images.py) are kept. An image Glance does not show (gone:
 404, refused: 403) or does not answer for has unknown properties, never
 none: the rules then hold its servers to hypervisors as capable as theirs.
 
@@ -21,8 +21,8 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import answers
-from osc_leveller.core import config
-from osc_leveller.core import images
+from osc_leveller.core.rules import images
+from osc_leveller.core.settings import config
 
 # Images read per collection, the images of the most servers first.
 MAX_IMAGES = config.BY_NAME['cloud.max_images'].default

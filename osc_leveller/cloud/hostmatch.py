@@ -23,7 +23,7 @@ import dataclasses
 import ipaddress
 import re
 
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 
 METHODS = config.HOST_MATCH
 

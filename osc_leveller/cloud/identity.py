@@ -1,7 +1,7 @@
 """Which cloud a snapshot is read from, as its snapshot's source records it.
 
 A plan keeps its snapshot's source, so ``apply`` can tell a plan made on
-another cloud (core/plan.py other_cloud). The cloud is known by Nova's
+another cloud (core/planning/plan.py other_cloud). The cloud is known by Nova's
 entry in Keystone's catalog: its service id, the same for every project,
 user and interface of that Keystone, and the region of the endpoint used.
 A clouds.yaml name or an auth URL is not: two machines may name one cloud
@@ -15,7 +15,7 @@ import urllib.parse
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import identity as ksa_identity
 
-from osc_leveller.core import snapshot
+from osc_leveller.core.model import snapshot
 
 
 def of(conn):

@@ -10,7 +10,7 @@ One reading asks Prometheus, in this order:
    on past days; with forecast_days, the history the forecast's skill is
    measured on: two range queries, Reader._history);
 3. which libvirt exporter is there (metric names, one or two requests);
-4. the guard's one query (core/guard.py): what node_exporter shows of each
+4. the guard's one query (core/load/guard.py): what node_exporter shows of each
    hypervisor's size, and, at the guard's reference time, its CPU and RAM
    and its servers with series of their own;
 5. the server queries.
@@ -30,10 +30,10 @@ import urllib.parse
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import config
-from osc_leveller.core import model
-from osc_leveller.core import skill
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import skill
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.settings import config
 
 # {window}: the rate() window; {label}: the labels that tell targets apart.
 HOST_QUERIES = {
@@ -58,7 +58,7 @@ MEMORY = 'node_memory_MemTotal_bytes'
 MIB = 2 ** 20
 UNIT_MS = {'h': 3600000, 'm': 60000, 's': 1000, 'ms': 1}
 MOST = 2 ** 53  # a figure beyond this is written as this
-# Each prometheus setting's declared default (core/config.py).
+# Each prometheus setting's declared default (core/settings/config.py).
 DEFAULTS = config.Settings().section('prometheus')
 
 

@@ -23,8 +23,8 @@ import requests
 import requests.adapters
 import urllib3
 
-from osc_leveller.core import config
-from osc_leveller.core import errors
+from osc_leveller.core.model import errors
+from osc_leveller.core.settings import config
 
 MIB = 2 ** 20
 CHUNK = MIB  # bytes read at a time
@@ -37,7 +37,7 @@ RETRY_AFTER_MOST = 10  # seconds, as long as prometheus.timeout's default
 
 
 def _default(key):
-    """The prometheus setting's declared default (core/config.py)."""
+    """The prometheus setting's declared default (core/settings/config.py)."""
     return config.BY_NAME['prometheus.' + key].default
 
 

@@ -65,7 +65,7 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     alone.update(m for g in groups for m in g['members'] if m not in known)
     elsewhere = {sid: read.server(sid) for sid in sorted(alone - set(on))}
     # Nova's scheduler counts a member of a strict anti-affinity group on a
-    # host it left, or was tried on, a moment ago (core/filters.py
+    # host it left, or was tried on, a moment ago (core/rules/filters.py
     # _lingering): its fellows' migrations are read too.
     fellows = {m for g in groups if g.get('policy') == 'anti-affinity'
                for m in g['members']}

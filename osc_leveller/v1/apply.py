@@ -4,11 +4,11 @@ import dataclasses
 
 from osc_lib import exceptions
 
-from osc_leveller.core import executor
-from osc_leveller.core import guard
-from osc_leveller.core import kinds
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
+from osc_leveller.core.load import guard
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.run import executor
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -33,7 +33,7 @@ class ApplyLeveller(migrating.MigratingCommand):
     verb = 'apply'
 
     # Every move is checked again against the live cloud right before it
-    # starts, and verified on its destination afterwards (core/executor.py).
+    # starts, and verified on its destination afterwards (core/run/executor.py).
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)

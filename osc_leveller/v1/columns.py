@@ -2,7 +2,7 @@
 
 from cliff import columns
 
-from osc_leveller.core import duration
+from osc_leveller.core.load import duration
 
 BAR_WIDTH = 10
 

@@ -13,14 +13,14 @@ from osc_lib import exceptions
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.cloud import measure
-from osc_leveller.core import config
-from osc_leveller.core import errors
-from osc_leveller.core import filters
-from osc_leveller.core import forecast
-from osc_leveller.core import files
-from osc_leveller.core import guard
-from osc_leveller.core import options as core_options
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import forecast
+from osc_leveller.core.load import guard
+from osc_leveller.core.model import errors
+from osc_leveller.core.model import files
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.rules import filters
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import masking
 from osc_leveller.v1 import progress
@@ -240,7 +240,7 @@ def metrics_reader(effective, last_plausible=None):
 
 
 def examine(snapshot, effective, options, app):
-    """The guard's findings (core/guard.py) on the domains of the
+    """The guard's findings (core/load/guard.py) on the domains of the
     hypervisors in scope; what keeps it from comparing is said."""
     limits = guard.limits_of(effective)
     # The hypervisors left out for having no metrics count: losing them

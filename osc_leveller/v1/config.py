@@ -3,7 +3,7 @@
 from osc_lib.command import command
 
 from osc_leveller.cloud import measure
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 

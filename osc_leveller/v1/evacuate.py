@@ -4,11 +4,11 @@ import time
 
 from osc_lib import exceptions
 
-from osc_leveller.core import drain
-from osc_leveller.core import executor
-from osc_leveller.core import guard
-from osc_leveller.core import kinds
-from osc_leveller.core import policy
+from osc_leveller.core.load import guard
+from osc_leveller.core.planning import drain
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.rules import policy
+from osc_leveller.core.run import executor
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating

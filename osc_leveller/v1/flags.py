@@ -5,7 +5,7 @@ No flag has an argparse default: a flag left out keeps the value of the
 settings (clouds.yaml, --config) or the built-in default.
 """
 
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 
 TYPES = {config.FLOAT: float, config.INT: int}
 

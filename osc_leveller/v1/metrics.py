@@ -4,8 +4,8 @@ from osc_lib.command import command
 from osc_lib import exceptions
 
 from osc_leveller.cloud import libvirt
-from osc_leveller.core import options as core_options
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import common
 
 COLUMNS = ('Hypervisor', 'Matched By', 'Load From', 'Why', 'Pressure',

@@ -15,11 +15,11 @@ from osc_lib import exceptions
 from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
-from osc_leveller.core import errors
-from osc_leveller.core import executor
-from osc_leveller.core import files
-from osc_leveller.core import runmetrics
-from osc_leveller.core import windows
+from osc_leveller.core.model import errors
+from osc_leveller.core.model import files
+from osc_leveller.core.run import executor
+from osc_leveller.core.run import runmetrics
+from osc_leveller.core.settings import windows
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import outputs
@@ -83,7 +83,7 @@ def _terminable():
 class MigratingCommand(command.Lister):
     """A command that runs migrations: its take_action sets exit_code.
 
-    It fills self.record (core/runmetrics.py) as it goes: what the metrics
+    It fills self.record (core/run/runmetrics.py) as it goes: what the metrics
     file tells Prometheus once the run has ended, however it ended.
     """
 

@@ -16,9 +16,9 @@ import os
 
 from osc_lib import exceptions
 
-from osc_leveller.core import config
-from osc_leveller.core import files
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import files
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.settings import config
 
 STDOUT = '-'
 FOLLOW = 'output.follow_symlinks'

@@ -5,13 +5,13 @@ import time
 from osc_lib import exceptions
 from osc_lib.command import command
 
-from osc_leveller.core import guard
-from osc_leveller.core import kinds
-from osc_leveller.core import paths
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import report as report_data
-from osc_leveller.core import scoring
+from osc_leveller.core.load import guard
+from osc_leveller.core.load import scoring
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import paths
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import report as report_data
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags

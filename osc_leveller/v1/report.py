@@ -1,6 +1,6 @@
 """The visual report: one self-contained HTML file with inline SVG charts.
 
-core/report.py gathers the figures; this module lays the charts out and
+core/planning/report.py gathers the figures; this module lays the charts out and
 renders them through the Jinja2 template osc_leveller/data/report.html.j2,
 which escapes every value (names and reasons come from the cloud). Jinja2
 is imported only when a report is asked for: it adds about 45 ms to a

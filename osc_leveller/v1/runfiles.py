@@ -6,9 +6,9 @@ import json
 import os
 import stat
 
-from osc_leveller.core import executor
-from osc_leveller.core import files
-from osc_leveller.core import runmetrics
+from osc_leveller.core.model import files
+from osc_leveller.core.run import executor
+from osc_leveller.core.run import runmetrics
 
 
 class LockHeld(Exception):

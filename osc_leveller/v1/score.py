@@ -2,12 +2,12 @@
 
 from osc_lib.command import command
 
-from osc_leveller.core import context
-from osc_leveller.core import headroom
-from osc_leveller.core import model
-from osc_leveller.core import options as core_options
-from osc_leveller.core import report as report_data
-from osc_leveller.core import scoring
+from osc_leveller.core.load import scoring
+from osc_leveller.core.model import model
+from osc_leveller.core.planning import context
+from osc_leveller.core.planning import report as report_data
+from osc_leveller.core.rules import headroom
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags

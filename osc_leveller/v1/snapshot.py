@@ -2,8 +2,8 @@
 
 from osc_lib.command import command
 
-from osc_leveller.core import files
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import files
+from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import outputs

@@ -13,9 +13,9 @@ import yaml
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
-from osc_leveller.core import model
-from osc_leveller.core import skill
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import skill
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
 from tests.functional import base
 from tests.unit.v1 import test_report
 

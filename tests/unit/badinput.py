@@ -51,12 +51,12 @@ from unittest import mock
 import yaml
 
 from osc_leveller.cloud import measure
-from osc_leveller.core import config
-from osc_leveller.core import options as core_options
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import validation
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.model import validation
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as core_options
 from tests.unit import builders as b
 from tests.unit import standin
 
@@ -1823,7 +1823,7 @@ def huge_answers():
     return found
 
 
-# -- the guard against implausible metrics (core/guard.py) ---------------
+# -- the guard against implausible metrics (core/load/guard.py) ---------------
 
 GUARD_HELD = 'Held: az1/Gen1 (imbalance '
 

@@ -2,7 +2,7 @@
 
 import copy
 
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
 
 TAKEN_AT = '2026-11-20T12:00:00Z'
 

@@ -170,7 +170,7 @@ def chain_problem(moves, kind):
 
 
 def exchange_problem(moves, kind):
-    """Exchange labels (as core/plan.py states them on 2026-11-23): only in
+    """Exchange labels (as core/planning/plan.py states them on 2026-11-23): only in
     balancing plans; one label, two servers that trade places between two
     hypervisors, in two or three moves."""
     labelled = {}

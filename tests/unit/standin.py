@@ -62,9 +62,9 @@ import uuid
 
 import yaml
 
-from osc_leveller.core import images as core_images
-from osc_leveller.core import model
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.rules import images as core_images
 
 SERVICES = ('keystone', 'nova', 'placement', 'glance', 'prometheus')
 # The real Nova goes on to 2.104; 2.100 is the most openstacksdk asks for.

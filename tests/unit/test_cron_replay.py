@@ -14,8 +14,8 @@ import unittest
 from benchmarks import cron_replay
 from benchmarks import generate
 from benchmarks import series as series_mod
-from osc_leveller.core import filters
-from osc_leveller.core import options as opts
+from osc_leveller.core.rules import filters
+from osc_leveller.core.settings import options as opts
 
 HOUR = 3600.0
 

@@ -11,11 +11,11 @@ import yaml
 from osc_leveller import sphinxext
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
-from osc_leveller.core import config
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as opts
 
 REFERENCE = pathlib.Path(__file__).parents[2] / 'doc' / 'source' / 'reference'
 USER_GUIDE = REFERENCE.parent / 'user' / 'index.rst'

@@ -12,7 +12,7 @@ hypervisors Nova booted its servers on would).
 
 import random
 
-from osc_leveller.core import model
+from osc_leveller.core.model import model
 
 IMAGES = 100
 GONE = 20  # one image of the tail in GONE is deleted

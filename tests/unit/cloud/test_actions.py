@@ -15,7 +15,7 @@ from openstack.compute.v2 import service as sdk_service
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import actions
-from osc_leveller.core import executor
+from osc_leveller.core.run import executor
 from tests.unit.cloud.test_collect import quiet
 from tests.unit.cloud.test_collect import response
 

@@ -33,9 +33,9 @@ from osc_leveller.cloud import collect
 from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import measure
-from osc_leveller.core import config
-from osc_leveller.core import model
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.settings import config
 
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=datetime.timezone.utc)
 NS = types.SimpleNamespace
@@ -917,7 +917,7 @@ class TestMetrics(unittest.TestCase):
 
     def test_defaults_are_the_declared_ones(self):
         # Settings left out, from the settings or from a mapping made by
-        # hand, are what core/config.py declares.
+        # hand, are what core/settings/config.py declares.
         def default(key):
             return config.BY_NAME['prometheus.' + key].default
         for reader in (self.reader({'url': 'http://p', 'forecast_days': 7}),

@@ -6,7 +6,7 @@ reach. Unknown properties are never none."""
 import unittest
 
 from osc_leveller.cloud import collect
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
 from tests.unit import builders as b
 from tests.unit import standin
 

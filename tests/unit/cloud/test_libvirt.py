@@ -1,5 +1,5 @@
 """The libvirt exporter profiles (cloud/libvirt.py) against the names the
-settings accept (core/config.py SERVER_PROFILES) and the guides: core may
+settings accept (core/settings/config.py SERVER_PROFILES) and the guides: core may
 not import cloud, so the names are written twice and tied here. A profile
 added to libvirt.py alone fails these tests, naming what is missing."""
 
@@ -7,7 +7,7 @@ import pathlib
 import unittest
 
 from osc_leveller.cloud import libvirt
-from osc_leveller.core import config
+from osc_leveller.core.settings import config
 
 GUIDE = pathlib.Path(__file__).resolve().parents[3] / 'doc' / 'source' / \
     'user' / 'index.rst'

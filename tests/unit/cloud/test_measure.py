@@ -18,11 +18,11 @@ from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import config
-from osc_leveller.core import guard
-from osc_leveller.core import model
-from osc_leveller.core import skill
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import guard
+from osc_leveller.core.load import skill
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.settings import config
 
 REFS = [hostmatch.HostRef('hv01.example.net', 'hv01', '10.0.0.11'),
         hostmatch.HostRef('hv02.example.net', 'hv02', '10.0.0.12'),
@@ -805,7 +805,7 @@ class HistoryClient(FakeClient):
 
 class TestHistory(unittest.TestCase):
     """With forecast_days, the hosts' CPU and RAM on a grid of the period
-    ahead, that the forecast's skill is measured on (core/skill.py)."""
+    ahead, that the forecast's skill is measured on (core/load/skill.py)."""
 
     END = 1800000000  # the read's time, in whole seconds
     HOUR = 3600
@@ -898,7 +898,7 @@ class TestHistory(unittest.TestCase):
 
     def test_steps_that_do_not_divide_a_day(self):
         # 7 minutes: 205 steps in a day (205.7), a day back is 206 steps,
-        # as core/skill.py rounds it.
+        # as core/load/skill.py rounds it.
         client = self.client()
         self.read(client, forecast=model.Forecast('7m', 1, 0.5))
         [recent, past] = client.ranges

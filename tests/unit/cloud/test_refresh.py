@@ -14,10 +14,10 @@ from osc_leveller.cloud import actions
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
 from osc_leveller.cloud import refresh
-from osc_leveller.core import executor
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 from tests.unit import standin
 

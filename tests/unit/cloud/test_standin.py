@@ -26,8 +26,8 @@ from osc_leveller.cloud import actions
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import measure
 from osc_leveller.cloud import prometheus
-from osc_leveller.core import executor
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.run import executor
 from tests.unit import builders
 from tests.unit import standin
 

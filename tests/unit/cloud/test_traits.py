@@ -1,7 +1,7 @@
 """Traits read live from Placement, against the stand-in cloud.
 
 The collector reads the traits of each hypervisor's resource provider and
-the trait rule (core/filters.py required_traits) checks flavors against
+the trait rule (core/rules/filters.py required_traits) checks flavors against
 them; traits that cannot be read are unknown, never none: a flavor with
 trait specs is refused there, every other flavor is not. Apply's targeted
 re-read reads them again, so a trait added or removed since the plan is
@@ -16,11 +16,11 @@ from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import actions
 from osc_leveller.cloud import collect
-from osc_leveller.core import executor
-from osc_leveller.core import filters
-from osc_leveller.core import options as opts
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.rules import filters
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 from tests.unit import standin
 from tests.unit.cloud.test_refresh import move
@@ -239,7 +239,7 @@ class TestCollectTraits(unittest.TestCase):
                 snapshot_io.parse(document)  # a valid snapshot all the same
 
     def test_the_limit_is_the_snapshots(self):
-        from osc_leveller.core import validation
+        from osc_leveller.core.model import validation
         schema = validation.load_schema('snapshot-v1')
         traits = schema['$defs']['hypervisor']['properties']['traits']
         self.assertEqual(collect.MAX_TRAITS, traits['maxItems'])

@@ -1,7 +1,7 @@
 import unittest
 
-from osc_leveller.core import config
-from osc_leveller.core import options
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options
 
 
 def settings(*sections):

@@ -3,11 +3,11 @@
 import json
 import unittest
 
-from osc_leveller.core import duration
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import duration
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 NOW = snapshot_io.parse_time(b.TAKEN_AT)

@@ -5,11 +5,11 @@ import dataclasses
 import time
 import unittest
 
-from osc_leveller.core import executor
-from osc_leveller.core import kinds
-from osc_leveller.core import options as opts
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import planner
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 from tests.unit.core import test_n_plus_one
 
@@ -577,7 +577,7 @@ def quick_history():
 
 class TestSizedWait(ExecutorTest):
     """Each move is waited for as long as Nova's history says it should
-    take (core/duration.py), within the timeout."""
+    take (core/load/duration.py), within the timeout."""
 
     def setUp(self):
         super().setUp()

@@ -1,6 +1,6 @@
 import unittest
 
-from osc_leveller.core import extra_specs
+from osc_leveller.core.model import extra_specs
 
 
 class TestMatches(unittest.TestCase):

@@ -7,10 +7,10 @@ import tempfile
 import unittest
 from unittest import mock
 
-from osc_leveller.core import files
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
+from osc_leveller.core.model import files
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 

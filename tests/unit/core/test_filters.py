@@ -1,10 +1,10 @@
 import unittest
 
-from osc_leveller.core import config
-from osc_leveller.core import filters
-from osc_leveller.core import options as opts
-from osc_leveller.core import policy
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import policy
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 

@@ -1,13 +1,13 @@
-"""The guard against implausible metrics (core/guard.py), on snapshots
+"""The guard against implausible metrics (core/load/guard.py), on snapshots
 whose guard section says what each failure looks like."""
 
 import copy
 import unittest
 
-from osc_leveller.core import guard
-from osc_leveller.core import options as core_options
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import guard
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import options as core_options
 from tests.unit import builders as b
 
 AZ1 = 'az1/Gen1'

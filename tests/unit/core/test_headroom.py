@@ -2,11 +2,11 @@
 
 import unittest
 
-from osc_leveller.core import filters
-from osc_leveller.core import headroom
-from osc_leveller.core import model
-from osc_leveller.core import options as opts
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import model
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import headroom
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 

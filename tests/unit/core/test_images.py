@@ -1,18 +1,18 @@
-"""What a server's image makes Nova's scheduler demand (core/images.py):
+"""What a server's image makes Nova's scheduler demand (core/rules/images.py):
 its required traits, ImagePropertiesFilter, the prefilters, NUMA, and the
 conservative rule for images whose properties are unknown."""
 
 import copy
 import unittest
 
-from osc_leveller.core import images
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import policy
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import filters
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import images
+from osc_leveller.core.rules import policy
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 IMG = '5d1c7f2a-0000-4000-8000-000000000001'

@@ -6,13 +6,13 @@ import os
 import tempfile
 import unittest
 
-from osc_leveller.core import checks
-from osc_leveller.core import context
-from osc_leveller.core import executor
-from osc_leveller.core import kinds
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import policy
-from osc_leveller.core import validation
+from osc_leveller.core.model import validation
+from osc_leveller.core.planning import context
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.rules import checks
+from osc_leveller.core.rules import policy
+from osc_leveller.core.run import executor
 from tests.unit.core import test_executor as te
 from tests.unit.core import test_planned_load as loads
 

@@ -2,10 +2,10 @@ import copy
 import re
 import unittest
 
-from osc_leveller.core import lasting
-from osc_leveller.core import options as opts
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import lasting
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 

@@ -1,5 +1,6 @@
 """core/ is pure: it imports itself, the standard library and the few
-computation libraries allowed, never cloud/, v1/, the CLI or the network."""
+computation libraries allowed, never cloud/, v1/, the CLI or the network.
+Its wings (subpackages by stage) import only their own and those below."""
 
 import ast
 import pathlib
@@ -22,6 +23,8 @@ FORBIDDEN = ('cliff', 'osc_lib', 'openstack', 'openstackclient',
 # requirements.txt and doc/source/contributor/index.rst.
 ALLOWED = {'jsonschema_rs': 'jsonschema-rs', 'orjson': 'orjson',
            'prometheus_client': 'prometheus-client'}
+# core/'s wings, each stage after those it builds on.
+WINGS = ('model', 'settings', 'load', 'rules', 'planning', 'run')
 
 
 def imported(path, package=PACKAGE):
@@ -66,21 +69,72 @@ def violations(path, package=PACKAGE):
     return bad
 
 
-class TestCoreIsPure(unittest.TestCase):
-    def test_core_imports_only_stdlib_itself_and_allowed(self):
-        modules = sorted(CORE.glob('*.py'))
-        self.assertGreater(len(modules), 5)
-        for path in modules:
-            self.assertEqual([], violations(path), path.name)
+def package_of(path):
+    """The dotted package of a core module's file."""
+    return '.'.join(('osc_leveller',) +
+                    path.relative_to(CORE.parent).parts[:-1])
 
-    def test_planning_does_not_reach_for_the_executor(self):
-        # What may move and the re-checks live in policy and checks; the
-        # executor runs moves and is nobody's library.
-        for name in ('planner', 'paths', 'drain', 'policy', 'checks',
-                     'filters', 'scoring', 'state', 'plan'):
-            found = [n for n in imported(CORE / ('%s.py' % name))
-                     if _under(n, PACKAGE + '.executor')]
-            self.assertEqual([], found, name)
+
+def backward(path, wing, package=None):
+    """The imports of the module at path, in wing, of a wing above it;
+    package: its package (default: where the file is)."""
+    rank = WINGS.index(wing)
+    found = []
+    for name in imported(path, package or package_of(path)):
+        parts = name.split('.')
+        if parts[:2] == ['osc_leveller', 'core'] and len(parts) > 2 and \
+                parts[2] in WINGS and WINGS.index(parts[2]) > rank:
+            found.append(name)
+    return found
+
+
+class TestCoreIsPure(unittest.TestCase):
+    def modules(self):
+        """(wing, path) of every core module."""
+        for path in sorted(CORE.rglob('*.py')):
+            parts = path.relative_to(CORE).parts
+            yield (parts[0] if len(parts) > 1 else None), path
+
+    def test_core_imports_only_stdlib_itself_and_allowed(self):
+        modules = list(self.modules())
+        self.assertGreater(len(modules), 5)
+        for _, path in modules:
+            self.assertEqual([], violations(path, package_of(path)),
+                             path.name)
+
+    def test_every_module_is_in_a_wing(self):
+        self.assertEqual(sorted(WINGS), sorted(
+            p.name for p in CORE.iterdir() if p.is_dir() and
+            p.name != '__pycache__'))
+        self.assertEqual([CORE / '__init__.py'], [
+            path for wing, path in self.modules() if wing is None])
+
+    def test_wings_import_only_their_own_and_those_below(self):
+        for wing, path in self.modules():
+            if wing is not None:
+                self.assertEqual([], backward(path, wing),
+                                 '%s/%s' % (wing, path.name))
+
+    def test_checker_catches_a_planted_backward_import(self):
+        planted = {
+            'from osc_leveller.core.planning import planner\n':
+                ['osc_leveller.core.planning.planner'],
+            'from ..run import executor\n': ['osc_leveller.core.run.executor'],
+            'from osc_leveller.core import rules\n':
+                ['osc_leveller.core.rules'],
+            'import osc_leveller.core.planning.kinds\n':
+                ['osc_leveller.core.planning.kinds'],
+            # Allowed: its own wing, relative or not, and those below.
+            'from . import state\nfrom ..model import model\n'
+            'from osc_leveller.core.settings import config\n': [],
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            path = pathlib.Path(tmp) / 'load' / 'planted.py'
+            path.parent.mkdir()
+            for source, expected in planted.items():
+                path.write_text(source)
+                self.assertEqual(expected, backward(
+                    path, 'load', PACKAGE + '.load'), source)
 
     def test_checker_catches_a_planted_bad_import(self):
         planted = {

@@ -3,13 +3,13 @@
 import unittest
 
 from benchmarks import generate
-from osc_leveller.core import filters
-from osc_leveller.core import headroom
-from osc_leveller.core import n_plus_one
-from osc_leveller.core import options as opts
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import planner
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import headroom
+from osc_leveller.core.rules import n_plus_one
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 

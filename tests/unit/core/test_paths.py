@@ -5,15 +5,15 @@ import unittest
 import hypothesis
 from hypothesis import strategies as st
 
-from osc_leveller.core import executor
-from osc_leveller.core import filters
-from osc_leveller.core import kinds
-from osc_leveller.core import options as opts
-from osc_leveller.core import paths
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import policy
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import paths
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import policy
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 # Placement capacity is what these tests are about, not the score ceiling.

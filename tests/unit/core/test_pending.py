@@ -1,9 +1,9 @@
-"""The moves of a run not taken yet (core/pending.py)."""
+"""The moves of a run not taken yet (core/run/pending.py)."""
 
 import unittest
 
-from osc_leveller.core import pending as pending_mod
-from osc_leveller.core import plan as plan_mod
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.run import pending as pending_mod
 
 
 def move(name, wave=1, exchange=''):

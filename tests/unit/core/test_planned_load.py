@@ -1,8 +1,8 @@
 """Every kind of plan is made on the load apply re-checks it on.
 
 With prometheus.forecast_days or prometheus.lasting, the load planned on is
-the forecast blend and the load that lasted (core/forecast.py planned()).
-apply re-checks each move on that load (core/executor.py). A drain or a
+the forecast blend and the load that lasted (core/load/forecast.py planned()).
+apply re-checks each move on that load (core/run/executor.py). A drain or a
 path to a target placement planned on the load of the moment would pass
 the ceiling where apply refuses it, or refuse what apply would run.
 """
@@ -10,12 +10,12 @@ the ceiling where apply refuses it, or refuse what apply would run.
 import dataclasses
 import unittest
 
-from osc_leveller.core import checks
-from osc_leveller.core import drain
-from osc_leveller.core import executor
-from osc_leveller.core import options as opts
-from osc_leveller.core import paths
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import drain
+from osc_leveller.core.planning import paths
+from osc_leveller.core.rules import checks
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 # Below what hv2 reaches with the mover on the load to come (0.42), above

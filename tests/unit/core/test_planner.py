@@ -7,13 +7,13 @@ from unittest import mock
 import hypothesis
 from hypothesis import strategies as st
 
-from osc_leveller.core import config
-from osc_leveller.core import filters
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import search as search_mod
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import search as search_mod
+from osc_leveller.core.rules import filters
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 from tests.unit import oracle
 from tests.unit.core import test_properties

@@ -1,12 +1,12 @@
 import unittest
 
-from osc_leveller.core import config
-from osc_leveller.core import options as opts
-from osc_leveller.core import planner
-from osc_leveller.core import report
-from osc_leveller.core import scoring
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import scoring
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import report
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as opts
 
 
 def demo_plan():

@@ -13,22 +13,22 @@ import sys
 import tempfile
 import unittest
 
-from osc_leveller.core import checks
-from osc_leveller.core import drain
-from osc_leveller.core import executor
-from osc_leveller.core import filters
-from osc_leveller.core import headroom
-from osc_leveller.core import n_plus_one
-from osc_leveller.core import options as opts
-from osc_leveller.core import paths
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import policy
-from osc_leveller.core import runmetrics
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.planning import drain
+from osc_leveller.core.planning import paths
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.rules import checks
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import headroom
+from osc_leveller.core.rules import n_plus_one
+from osc_leveller.core.rules import policy
+from osc_leveller.core.run import executor
+from osc_leveller.core.run import runmetrics
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
-PACKAGE = pathlib.Path(filters.__file__).parents[1]
+PACKAGE = pathlib.Path(filters.__file__).parents[2]
 ROOT = PACKAGE.parent
 
 
@@ -164,7 +164,8 @@ class TestRefusal(unittest.TestCase):
 
 # --- a rule added by its declaration alone -----------------------------------
 
-# What a newcomer writes in core/filters.py: the check, and its declaration.
+# What a newcomer writes in core/rules/filters.py: the check, and its
+# declaration.
 CHECK = '''
 
 def draining_trait(server, dest, state, rules):
@@ -226,8 +227,8 @@ def observe():
 
 def _insert(text, anchor, added, before=False):
     if text.count(anchor) != 1:
-        raise AssertionError('core/filters.py has changed: %r is not there '
-                             'once; update this test' % anchor)
+        raise AssertionError('core/rules/filters.py has changed: %r is not '
+                             'there once; update this test' % anchor)
     return text.replace(anchor, added + anchor if before else anchor + added)
 
 
@@ -257,7 +258,7 @@ class TestAddingARule(unittest.TestCase):
             shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns(
                 '__pycache__'))
             before = self.observed(package)
-            source = package / 'core' / 'filters.py'
+            source = package / 'core' / 'rules' / 'filters.py'
             text = _insert(source.read_text(), CHECKS_END, CHECK,
                            before=True)
             source.write_text(_insert(text, DECLARED_BEFORE, DECLARATION,

@@ -9,18 +9,18 @@ import hypothesis
 from hypothesis import strategies as st
 from prometheus_client import parser
 
-from osc_leveller.core import checks
-from osc_leveller.core import config
-from osc_leveller.core import executor
-from osc_leveller.core import filters
-from osc_leveller.core import guard
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import runmetrics
-from osc_leveller.core import skill
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import guard
+from osc_leveller.core.load import skill
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.rules import checks
+from osc_leveller.core.rules import filters
+from osc_leveller.core.run import executor
+from osc_leveller.core.run import runmetrics
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 from tests.unit.core import test_executor
 from tests.unit.core import test_forecast

@@ -1,9 +1,9 @@
 import math
 import unittest
 
-from osc_leveller.core import config
-from osc_leveller.core import scoring
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import scoring
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.settings import config
 from tests.unit import builders as b
 
 

@@ -1,12 +1,12 @@
-"""core/skill.py: each predictor of the period ahead scored on a history,
+"""core/load/skill.py: each predictor of the period ahead scored on a history,
 from the domain's mean, and the weight a domain's history earns."""
 
 import math
 import random
 import unittest
 
-from osc_leveller.core import model
-from osc_leveller.core import skill
+from osc_leveller.core.load import skill
+from osc_leveller.core.model import model
 
 HOUR = 3600.0
 DAY_STEPS = 24

@@ -7,12 +7,12 @@ import os
 import tempfile
 import unittest
 
-from osc_leveller.core import filters
-from osc_leveller.core import model
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import policy
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import policy
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 
@@ -71,7 +71,7 @@ class TestRoundTrip(unittest.TestCase):
 
 class TestTraits(unittest.TestCase):
     """A list of traits is what Placement said; no list is unknown, which
-    the trait rule refuses (core/filters.py required_traits)."""
+    the trait rule refuses (core/rules/filters.py required_traits)."""
 
     def document(self):
         hyps, servers = b.three_hosts()

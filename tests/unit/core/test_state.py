@@ -1,8 +1,8 @@
-"""The cloud state a plan's moves are made on (core/state.py)."""
+"""The cloud state a plan's moves are made on (core/load/state.py)."""
 
 import unittest
 
-from osc_leveller.core import state as state_mod
+from osc_leveller.core.load import state as state_mod
 from tests.unit import builders as b
 
 

@@ -8,11 +8,11 @@ import unittest
 from hypothesis import strategies as st
 import jsonschema
 
-from osc_leveller.core import options as opts
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import validation
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.model import validation
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.settings import options as opts
 from tests.unit import builders as b
 
 SCHEMAS = ('snapshot-v1', 'plan-v1', 'watcher-cluster')

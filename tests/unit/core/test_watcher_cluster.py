@@ -3,14 +3,14 @@ import os
 import tempfile
 import unittest
 
-from osc_leveller.core import filters
-from osc_leveller.core import model
-from osc_leveller.core import options as opts
-from osc_leveller.core import policy
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import state as state_mod
-from osc_leveller.core import validation
-from osc_leveller.core import watcher_cluster
+from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.model import validation
+from osc_leveller.core.model import watcher_cluster
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import policy
+from osc_leveller.core.settings import options as opts
 
 CLUSTER = {
     'hypervisors': [

@@ -1,7 +1,7 @@
 import datetime
 import unittest
 
-from osc_leveller.core import windows
+from osc_leveller.core.settings import windows
 
 UTC = datetime.timezone.utc
 BERLIN = 'Europe/Berlin'

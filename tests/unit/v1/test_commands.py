@@ -12,12 +12,12 @@ from osc_lib.test import base
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
-from osc_leveller.core import config
-from osc_leveller.core import kinds
-from osc_leveller.core import paths
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import snapshot as snapshot_io
-from osc_leveller.core import options as core_options
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import paths
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.settings import config
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common

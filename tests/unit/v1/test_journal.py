@@ -28,10 +28,10 @@ import unittest
 
 from osc_lib import exceptions
 
-from osc_leveller.core import executor
-from osc_leveller.core import options as core_options
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import migrating
 from osc_leveller.v1 import runfiles
@@ -143,7 +143,7 @@ class TestJournalFile(unittest.TestCase):
         size = os.path.getsize(self.path)
         code = textwrap.dedent('''
             import resource, sys
-            from osc_leveller.core import executor
+            from osc_leveller.core.run import executor
             from osc_leveller.v1 import runfiles
             journal = runfiles.Journal(sys.argv[1], 'req-2')
             resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d))

@@ -7,10 +7,10 @@ import time
 
 from osc_lib import exceptions
 
-from osc_leveller.core import files
-from osc_leveller.core import model
-from osc_leveller.core import runmetrics
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import files
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.run import runmetrics
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import runfiles
 from tests.unit import builders as b

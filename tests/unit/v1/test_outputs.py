@@ -9,7 +9,7 @@ from unittest import mock
 
 from osc_lib import exceptions
 
-from osc_leveller.core import plan as plan_mod
+from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.v1 import config as config_cmd
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import score

@@ -7,12 +7,12 @@ import sys
 import tempfile
 import unittest
 
-from osc_leveller.core import options as core_options
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import report as report_data
-from osc_leveller.core import scoring
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.load import scoring
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import report as report_data
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import plan
 from osc_leveller.v1 import report
 from osc_leveller.v1 import score

@@ -28,12 +28,12 @@ import hypothesis
 from hypothesis import strategies as st
 from osc_lib import exceptions
 
-from osc_leveller.core import executor
-from osc_leveller.core import model
-from osc_leveller.core import options as core_options
-from osc_leveller.core import plan as plan_mod
-from osc_leveller.core import planner
-from osc_leveller.core import snapshot as snapshot_io
+from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.planning import planner
+from osc_leveller.core.run import executor
+from osc_leveller.core.settings import options as core_options
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import common
 from osc_leveller.v1 import migrating

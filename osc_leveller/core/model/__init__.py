@@ -1,0 +1,2 @@
+"""The cloud as read: the model, snapshot files and their validation, the
+errors every layer raises."""

@@ -1,0 +1,2 @@
+"""Planning: the context, the kinds of plan, the planner, target placements,
+drains, plan files and the report."""

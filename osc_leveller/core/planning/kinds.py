@@ -1,0 +1,84 @@
+"""The kinds of plan, each declared once: who may move, how apply re-checks
+a move, the load it is planned and re-checked on, and what a plan file of
+it may hold.
+
+A plan file names its kind (``kind``, balance by default); evacuate's
+drains run at once and are not saved. Code that treats kinds differently
+asks the kind here, never its name: a new goal is one declaration below
+and the module that plans it.
+"""
+
+import dataclasses
+
+from osc_leveller.core.planning import context
+from osc_leveller.core.rules import checks
+from osc_leveller.core.rules import policy as policies
+
+
+class UnknownKind(ValueError):
+    """No kind of plan has this name."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    name: str  # as plan files and messages name it
+    policy: policies.Policy  # who may move, and where
+    # recheck(moves) -> check(move, snapshot, state, rules): why a move of
+    # these no longer holds in the cloud read now, or None.
+    recheck: object
+    load: str = context.PLANNED  # planned and re-checked on
+    saved: bool = True  # written to plan files
+    # A server may move more than once (parking on the way); without it,
+    # a second move only within one exchange.
+    repeats: bool = False
+    exchanges: bool = False  # servers may trade places (core/planning/exchanges.py)
+    # What a plan of this kind is, and what apply must be told to run a
+    # file of it, when it skips a check of balancing: (flag, why).
+    title: str = 'a plan'
+    asks: tuple = ()
+    heading: str = 'Plan'  # of plan's summary line
+
+
+BY_NAME = {}  # every kind declared, in the order declared
+
+
+def declare(kind):
+    """Add a kind of plan; the kind."""
+    if kind.name in BY_NAME:
+        raise ValueError('kind %s is declared twice' % kind.name)
+    BY_NAME[kind.name] = kind
+    return kind
+
+
+BALANCE = declare(Kind(
+    'balance', policies.BALANCE, checks.BalancePlan, exchanges=True,
+    title='a balancing plan'))
+PLACEMENT = declare(Kind(
+    'placement', policies.PLACEMENT, lambda moves: checks.placement,
+    repeats=True, title='a path to a target placement',
+    heading='Path to the target placement',
+    asks=('--placement-plan', 'its moves need not even out the load and '
+          'are not held by the cooldown')))
+DRAIN = declare(Kind(
+    'drain', policies.DRAIN, lambda moves: checks.drain(False), saved=False,
+    title='a drain'))
+DRAIN_COLD = declare(Kind(
+    'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
+    saved=False, title='a drain, stopped servers cold'))
+
+
+def saved():
+    """The names a plan file's kind may have."""
+    return [kind.name for kind in BY_NAME.values() if kind.saved]
+
+
+def of(name):
+    """The Kind of a plan file's kind; UnknownKind if none is saved so."""
+    kind = BY_NAME.get(name)
+    if kind is None or not kind.saved:
+        raise UnknownKind(name)
+    return kind
+
+
+def drain(cold_migrate_stopped):
+    return DRAIN_COLD if cold_migrate_stopped else DRAIN

@@ -1,0 +1,1 @@
+"""Running moves: the executor and a run's metrics."""

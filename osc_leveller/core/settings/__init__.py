@@ -1,0 +1,1 @@
+"""Settings, the planner's options and the maintenance windows."""
