@@ -1,2 +1,2 @@
-"""Nova's rules and the leveller's own: who may move, where, and apply's re-
-checks."""
+"""Nova's rules and the leveller's own: who may move, where, and apply's
+re-checks."""
