@@ -65,6 +65,19 @@ class FakeNova:
         return b.snapshot(self.hyps, list(self.servers.values()),
                           migrations=self.migrations)
 
+    def unreadable_after(self, reads):
+        """Every read after the first `reads` fails, as in a Placement
+        outage; the moves each read was asked for, as they come."""
+        real, asked = self.snapshot, []
+
+        def flaky(moves=None):
+            asked.append(moves)
+            if len(asked) > reads:
+                raise executor.ActionError('Placement answered HTTP 503')
+            return real(moves)
+        self.snapshot = flaky
+        return asked
+
     def host_of(self, hypervisor):
         return next(h['host'] for h in self.hyps if h['name'] == hypervisor)
 
@@ -438,15 +451,7 @@ class TestFailures(ExecutorTest):
         self.assertIn('deleted during its migration', results[0].reason)
 
     def test_cloud_unreadable_between_rounds(self):
-        calls = []
-        real = self.nova.snapshot
-
-        def flaky(moves=None):
-            calls.append(1)
-            if len(calls) > 1:
-                raise executor.ActionError('Placement answered HTTP 503')
-            return real(moves)
-        self.nova.snapshot = flaky
+        self.nova.unreadable_after(1)
         results = self.run_plan(max_parallel=1)
         self.assertEqual(executor.DONE, results[0].status)
         self.assertEqual(executor.NOT_STARTED, results[1].status)
@@ -464,14 +469,7 @@ class TestFailures(ExecutorTest):
             destination_host=first.destination_host) for m in moves[1:3]] + [
             dataclasses.replace(moves[3], destination='hv3',
                                 destination_host='cmp-hv3')]
-        real, reads = self.nova.snapshot, []
-
-        def flaky(moves=None):
-            reads.append(moves)
-            if len(reads) > 1:
-                raise executor.ActionError('Placement answered HTTP 503')
-            return real(moves)
-        self.nova.snapshot = flaky
+        reads = self.nova.unreadable_after(1)
         results = self.run_plan(moves, max_parallel=3, per_source=3)
         self.assertEqual(2, len(reads))
         self.assertEqual([executor.NOT_STARTED] * 4, self.statuses(results))

@@ -171,14 +171,7 @@ class TestNotStartedLabels(test_executor.ExecutorTest):
                          self.classes(self.run_plan(max_parallel=1)))
 
     def test_cloud_unreadable(self):
-        real, reads = self.nova.snapshot, []
-
-        def flaky(moves=None):
-            reads.append(moves)
-            if len(reads) > 1:
-                raise executor.ActionError('Placement answered HTTP 503')
-            return real(moves)
-        self.nova.snapshot = flaky
+        self.nova.unreadable_after(1)
         self.assertEqual({('not_started', 'cloud_unreadable')},
                          self.classes(self.run_plan(max_parallel=1)))
 
