@@ -12,6 +12,7 @@ from osc_leveller.core.planning import paths
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
 from osc_leveller.core.planning import report as report_data
+from osc_leveller.core.planning import spread
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -24,6 +25,7 @@ LONG_COLUMNS = ('Server ID', 'Destination Host', 'Domain', 'RAM (GiB)',
                 'Source Score', 'Destination Score', 'Imbalance',
                 'Estimate')
 EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
+SPREAD_BY = ('count',)  # what --spread evens out
 
 
 class PlanLeveller(outputs.StdoutCommand, command.Lister):
@@ -48,6 +50,12 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                  'servers on the way where hypervisors are too full to swap '
                  'directly; every step passes every filter')
         parser.add_argument(
+            '--spread', metavar='count', choices=SPREAD_BY,
+            help='Instead of balancing the load, even out the number of '
+                 'servers per hypervisor in each domain to within one, with '
+                 'the fewest live migrations (the smallest servers that fit '
+                 'move); every rule of balancing holds')
+        parser.add_argument(
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
@@ -65,6 +73,12 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         if explain is not None and target is not None:
             raise exceptions.CommandError(
                 '--explain and --target-placement do not go together')
+        spread_by = common.given(parsed_args, 'spread')
+        for option, value in (('--explain', explain),
+                              ('--target-placement', target)):
+            if spread_by is not None and value is not None:
+                raise exceptions.CommandError(
+                    '--spread and %s do not go together' % option)
         for option, value in (('--report', report_file),
                               ('--output-file', output)):
             if explain is not None and value is not None:
@@ -81,7 +95,14 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         say = common.StderrWriter(self.app)
         findings = common.examine(snapshot, effective, options, self.app)
         started = time.monotonic()
-        if target is not None:
+        if spread_by is not None:
+            # Counts need no metrics; where they cannot be true, the
+            # ceiling and saturation are judged on allocations.
+            common.say_fallback(say, findings)
+            plan = spread.make_plan(guard.without_metrics(
+                snapshot, {f.domain for f in findings},
+                common.by_model(options)), options)
+        elif target is not None:
             # An operator's placement goes on; where the metrics cannot be
             # true, the ceiling is judged on allocations.
             common.say_fallback(say, findings)

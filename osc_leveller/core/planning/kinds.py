@@ -66,6 +66,13 @@ DRAIN_COLD = declare(Kind(
     'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
     saved=False, title='a drain, stopped servers cold'))
 
+# plan --spread count (core/planning/spread.py): every rule of balancing,
+# and each move must still narrow its two hypervisors' count gap.
+SPREAD = declare(Kind(
+    'spread', policies.SPREAD, lambda moves: checks.spread,
+    title='a plan evening out server counts',
+    heading='Spread by server count'))
+
 
 def saved():
     """The names a plan file's kind may have."""

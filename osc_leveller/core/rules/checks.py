@@ -132,3 +132,32 @@ def _exchange(moves, state):
             '%.2f, %s is at %.2f' % (worst, after.score(worst), hottest,
                                      state.score(hottest)), NO_GAIN)
     return None
+
+
+# plan --spread count: a move that no longer narrows the gap between the
+# server counts of its two hypervisors.
+COUNT_EVEN = 'count_even'
+
+
+def servers_on(state, host):
+    """How many servers the hypervisor holds in state (moves counted)."""
+    count = len(state.snapshot.servers_on(host))
+    for _, source, destination in state.history:
+        count += (destination == host) - (source == host)
+    return count
+
+
+def spread(move, snapshot, state, rules):
+    """A move of plan --spread count: the checks of balancing, and its
+    source must still hold more servers than its destination + 1."""
+    reason = recheck(move, snapshot, state, rules, policies.SPREAD)
+    if reason:
+        return reason
+    source = servers_on(state, move.source)
+    destination = servers_on(state, move.destination)
+    if source <= destination + 1:
+        return filters.Refusal(
+            'no longer evens out the server counts: %s holds %d, %s %d' % (
+                move.source, source, move.destination, destination),
+            COUNT_EVEN)
+    return None

@@ -86,3 +86,10 @@ DRAIN_COLD = Policy('drain, stopped servers cold', _DRAIN)
 
 def drain(cold_migrate_stopped):
     return DRAIN_COLD if cold_migrate_stopped else DRAIN
+
+# plan --spread count (core/planning/spread.py): a rearrangement run from
+# cron like balancing, so balancing's rules all hold: the cooldown and the
+# return window keep it from undoing the last run's moves (or a balancing
+# run's), the scope is the operator's, and the ceiling, saturation and
+# N+1 bound where servers may go.
+SPREAD = dataclasses.replace(BALANCE, name='spread')
