@@ -124,9 +124,10 @@ class Spreader:
         while active:
             domain = max(active, key=lambda d: (d.short(), d.name))
             if len(planned) >= self.options.max_moves:
+                limit = 'max_moves %d reached (--max-moves)' % (
+                    self.options.max_moves)
                 for d in active:
-                    held[d.name] = self._stopped(d, 'max_moves %d reached (--max-moves)'
-                                           % self.options.max_moves)
+                    held[d.name] = self._stopped(d, limit)
                 break
             found, refusals = self._find(domain)
             if found is None:

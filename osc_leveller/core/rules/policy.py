@@ -87,6 +87,7 @@ DRAIN_COLD = Policy('drain, stopped servers cold', _DRAIN)
 def drain(cold_migrate_stopped):
     return DRAIN_COLD if cold_migrate_stopped else DRAIN
 
+
 # plan --spread count (core/planning/spread.py): a rearrangement run from
 # cron like balancing, so balancing's rules all hold: the cooldown and the
 # return window keep it from undoing the last run's moves (or a balancing
