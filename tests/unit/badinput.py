@@ -1154,7 +1154,7 @@ def gen_flags(rng, count):
         cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
                           argv, expect=expect, code=code,
                           files=dict(files)))
-    return cases + journal_paths()
+    return cases + journal_paths() + spread_flags()
 
 
 def journal_paths():
@@ -1188,6 +1188,26 @@ def journal_paths():
         % DIR, cloud=Cloud())
     add(['apply', '--dry-run'], '/dev/null', 0, cloud=Cloud())
     return cases
+
+
+def spread_flags():
+    """plan --spread: only 'count' is evened out (a usage error names
+    the choice), and it is a goal of its own, not one of --explain's or
+    --target-placement's."""
+    files = {'snapshot.json': to_json(snapshot_doc()),
+             'targets.yaml': 'hot0: hv2\n'}
+    plan = ['leveller', 'plan', '--snapshot', DIR + '/snapshot.json']
+    table = [(['--spread', value], 2, ('--spread', 'invalid choice'))
+             for value in ('cpu', 'ram', 'COUNT', '', 'count ', '\udcff')]
+    table += [
+        (['--spread'], 2, ('--spread', 'expected one argument')),
+        (['--spread', 'count', '--explain', 'hot0'], 1,
+         ('--spread and --explain do not go together',)),
+        (['--spread', 'count', '--target-placement', DIR + '/targets.yaml'],
+         1, ('--spread and --target-placement do not go together',))]
+    return [Case('flag', ' '.join(plan[1:] + argv).replace(DIR, '.'),
+                 plan + argv, expect=expect, code=code, files=dict(files))
+            for argv, code, expect in table]
 
 
 # The collector's requests: (service, path prefix, how messages name it).
