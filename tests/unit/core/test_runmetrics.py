@@ -103,6 +103,8 @@ class TestLabels(unittest.TestCase):
             ('no_gain', dict(check=checks.balance, name='c', source='hv2',
                              destination='hv1')),
             ('cooldown', dict(check=checks.balance, migrations=[recent])),
+            ('count_even', dict(check=checks.spread, name='c', source='hv2',
+                                destination='hv1')),
             ('server_not_movable', dict(servers=[
                 b.server('s1', 'hv1', locked=True)])),
             ('destination_refused', dict(destination='hv3')),  # RAM full
