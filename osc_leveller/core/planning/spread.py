@@ -27,13 +27,17 @@ import time
 
 from osc_leveller.core.load import scoring
 from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import model
 from osc_leveller.core.planning import context
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import objective
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import n_plus_one
 
 KIND = kinds.SPREAD
+# The rules whose refusal may change with moves elsewhere in the domain.
+LOOK_FURTHER = frozenset(('returning', n_plus_one.RULE.code))
 
 
 def minimum_moves(counts):
@@ -102,6 +106,9 @@ class Spreader:
                           for h in self.scope}
         self._may_move = {}
         self._example = {}  # what refuses -> (hypervisor, its refusal)
+        self._touched = collections.Counter()  # hypervisor -> moves
+        self._blocked = {}  # (source, destination) -> what _try found
+        self._movers_of = {}  # hypervisor -> (its moves, _movers())
 
     def stats(self, state):
         return scoring.domain_stats({h: state.score(h) for h in self.scope},
@@ -138,6 +145,7 @@ class Spreader:
             server, src, dst, refused = found
             domain.move(src, dst)
             self.state.apply(server.id, dst)
+            self._touched.update((src, dst))
             planned.append((server, src, dst, domain.name, refused))
             if not domain.short():
                 active.remove(domain)
@@ -148,7 +156,11 @@ class Spreader:
             note=self._note(domains, moves, before), kind=KIND, held=held)
 
     def _movers(self, host):
-        """The servers of host that may move, least RAM first."""
+        """The servers of host that may move, least RAM first (the same
+        until a move leaves host)."""
+        known = self._movers_of.get(host)
+        if known is not None and known[0] == self._touched[host]:
+            return known[1]
         result = []
         for server in self.snapshot.servers_on(host):
             if server.id in self.state.moved:
@@ -158,8 +170,9 @@ class Spreader:
                                                                 self.rules)
             if self._may_move[server.id] is None:
                 result.append(server)
-        return sorted(result, key=lambda s: (s.ram_gb, s.flavor.vcpus,
-                                             s.name, s.id))
+        result.sort(key=lambda s: (s.ram_gb, s.flavor.vcpus, s.name, s.id))
+        self._movers_of[host] = (self._touched[host], result)
+        return result
 
     def _find(self, domain):
         """(server, source, destination, refused) of the next move, or
@@ -188,19 +201,48 @@ class Spreader:
                 narrows = domain.narrows(src, dst)
                 if not narrows and fallback is not None:
                     continue
-                hyp = self.snapshot.hypervisor(dst)
-                for server in movers:
-                    why = self.policy.why_not_destination(server, hyp, state,
-                                                          self.rules)
-                    if why is None:
-                        if narrows:
-                            return (server, src, dst, refused), refusals
-                        fallback = (server, src, dst, refused)
-                        break
-                    refusals[_what(why)] += 1
-                    self._example.setdefault(_what(why), (dst, why))
-                    refused = refused or (dst, str(why))
+                server, pair, first = self._try(movers, src, dst)
+                refused = refused or first
+                if server is not None:
+                    if narrows:
+                        return (server, src, dst, refused), refusals
+                    fallback = (server, src, dst, refused)
+                    continue
+                refusals.update(pair)
         return fallback, refusals
+
+    def _try(self, movers, src, dst):
+        """(the first of movers dst accepts, or None; the refusals before
+        it counted by what refuses; the first as (dst, why), or ()).
+
+        Where no server of src goes to dst, none will until a move touches
+        one of the two: the rules read the server, dst and what is on it.
+        Those that look further (N+1, the return window's "unless nothing
+        else fits") are not remembered so.
+        """
+        touched = (self._touched[src], self._touched[dst])
+        known = self._blocked.get((src, dst))
+        if known is not None and known[0] == touched:
+            return None, known[1], known[2]
+        hyp = self.snapshot.hypervisor(dst)
+        pair, first, lasting = collections.Counter(), (), True
+        for i, server in enumerate(movers):
+            why = self.policy.why_not_destination(server, hyp, self.state,
+                                                  self.rules)
+            if why is None:
+                return server, pair, first
+            what = _what(why)
+            self._example.setdefault(what, (dst, why))
+            first = first or (dst, str(why))
+            lasting = lasting and why.code not in LOOK_FURTHER
+            if why.resource == model.MEMORY_MB:
+                # Least RAM first: the servers after it need more.
+                pair[what] += len(movers) - i
+                break
+            pair[what] += 1
+        if lasting:
+            self._blocked[src, dst] = (touched, pair, first)
+        return None, pair, first
 
     def _why(self, domain, refusals):
         crowded = sorted(domain.counts, key=lambda h: (
