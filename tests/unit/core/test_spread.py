@@ -6,7 +6,9 @@ import json
 import random
 import unittest
 
+from benchmarks import generate
 from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import spread
@@ -275,3 +277,28 @@ class TestRecheck(unittest.TestCase):
         servers[0]['locked'] = False
         self.assertEqual('capacity',
                          self.check(b.snapshot(hyps, servers)).code)
+
+
+class Forgetful(spread.Spreader):
+    """The plan without what it remembers between moves."""
+
+    def _try(self, movers, src, dst):
+        self._blocked.clear()
+        return super()._try(movers, src, dst)
+
+    def _movers(self, host):
+        self._movers_of.clear()
+        return super()._movers(host)
+
+
+class TestMemory(unittest.TestCase):
+    def test_what_is_remembered_changes_no_move(self):
+        # A generated cluster with near-full hosts, groups and stopped
+        # servers: pairs refused, then freed by the moves that touch them.
+        snap = snapshot_io.parse(generate.generate(40, 1600, 2))
+        options = opts.PlannerOptions(now=snap.taken_at, max_moves=100000)
+        plan = spread.make_plan(snap, options)
+        again = Forgetful(snap, options).plan()
+        self.assertGreater(len(plan.moves), 50)
+        self.assertTrue(any('held' in d for d in plan.domains))
+        self.assertEqual(plan.moves, again.moves)
