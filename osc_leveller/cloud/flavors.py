@@ -22,7 +22,10 @@ def read(compute, ref, retries=collect.RETRIES):
         if not match:
             raise UnknownFlavor('flavor %s: Nova has no flavor of that name '
                                 'or ID' % ref)
-        doc = document.flavor_of(match[0])
+        shown = dict(match[0])
+        # Nova shows ephemeral under its extension's name, no swap as "".
+        shown.setdefault('ephemeral', shown.get('OS-FLV-EXT-DATA:ephemeral'))
+        doc = document.flavor_of(shown)
         for field in ('vcpus', 'ram', 'disk', 'ephemeral', 'swap'):
             if doc[field] < 0:
                 raise ValueError('flavor %s: %s %d is negative' % (

@@ -277,7 +277,7 @@ class _Room:
             if best is None:
                 return '%s fits nowhere else (%s)' % (server.label, '; '.join(
                     '%s: %d hypervisor%s' % (why, n, 's' * (n > 1))
-                    for why, n in refusals.most_common(2)) or 'no other '
+                    for why, n in refusals.most_common(3)) or 'no other '
                     'hypervisor')
             state.apply(server.id, best[1].name)
             placed.append((server, best[1]))
