@@ -17,11 +17,11 @@ def read(compute, ref, retries=collect.RETRIES):
         match = [f for f in found if f.get('name') == ref] or \
             [f for f in found if f.get('id') == ref]
         if len(match) > 1:
-            raise UnknownFlavor('flavor %s: %d flavors have that name, name '
-                                'it by ID' % (ref, len(match)))
+            raise UnknownFlavor('%d flavors of Nova are named %s: name it '
+                                'by ID' % (len(match), ref))
         if not match:
-            raise UnknownFlavor('flavor %s: Nova has no flavor of that name '
-                                'or ID' % ref)
+            raise UnknownFlavor('Nova has no flavor named %s, nor of that '
+                                'ID' % ref)
         shown = dict(match[0])
         # Nova shows ephemeral under its extension's name, no swap as "".
         shown.setdefault('ephemeral', shown.get('OS-FLV-EXT-DATA:ephemeral'))

@@ -165,9 +165,13 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                     'plan live, which reads the flavor from Nova, or name a '
                     'flavor a server of the snapshot has' % (name, name))
         else:
-            flavor = flavors.read(
-                common.open_connection(self.app, effective).compute, name,
-                effective['cloud.retries'])
+            try:
+                flavor = flavors.read(
+                    common.open_connection(self.app, effective).compute,
+                    name, effective['cloud.retries'])
+            except flavors.UnknownFlavor as exc:
+                raise exceptions.CommandError('--make-room %s: %s' % (
+                    name, exc)) from None
         return room.Ask(flavor, count, zones[0] if zones else '',
                         aggregate or '')
 
