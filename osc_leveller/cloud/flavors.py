@@ -6,6 +6,7 @@ from osc_leveller.cloud import collect
 from osc_leveller.cloud import document
 from osc_leveller.core.model import model
 
+
 class UnknownFlavor(answers.CollectError):
     """Nova has no flavor of that name or ID."""
 

@@ -375,4 +375,3 @@ def parse(text):
                              'from 1 to 10000, not "%s"' % (text, count))
         return name, int(count)
     return name, 1
-
