@@ -355,8 +355,10 @@ def make_plan(snapshot, ask, options):
 
 
 def _stats(room, state):
-    hosts = [h for h in room.snapshot.hypervisors if h.usable]
-    by_model = room.rules.options.by_model
+    options = room.rules.options  # the domains in scope, as the report's
+    hosts = [h for h in room.snapshot.hypervisors
+             if h.usable and filters.in_scope(h, options)]
+    by_model = options.by_model
     return scoring.domain_stats(
         {h.name: state.score(h.name) for h in hosts},
         {h.name: scoring.domain_of(h, by_model) for h in hosts})

@@ -44,8 +44,11 @@ class TestMakeRoomShell(unittest.TestCase):
         plan = self.path('plan.json')
         result = self.run_plan('--snapshot', self.snapshot, '--make-room',
                                'f8x64', '--availability-zone', 'az1',
-                               '--output-file', plan)
+                               '--output-file', plan, '--report',
+                               self.path('report.html'))
         self.assertEqual(0, result.returncode, result.stderr)
+        with open(self.path('report.html')) as stream:
+            self.assertIn('make room on hv2', stream.read())
         rows = json.loads(result.stdout)
         self.assertEqual(1, len(rows))
         self.assertIn('make room on', rows[0]['Reason'])
