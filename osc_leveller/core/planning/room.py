@@ -221,30 +221,41 @@ class _Room:
                      % _amounts(short)]
             parts += ['%s stays: %s' % (s.label, why) for s, why in stay[:3]]
             return '; '.join(parts)
-        tried, failed = 0, None
-        for size in range(1, len(movable) + 1):
-            sets = [c for c in itertools.combinations(movable, size)
-                    if self._frees(c, short)]
+        # The fewest servers that could free enough: the largest first, per
+        # resource class short.
+        lower = max(next(i for i in range(1, len(movable) + 1) if sum(
+            sorted((s.resources.get(rc, 0) for s in movable),
+                   reverse=True)[:i]) >= amount)
+            for rc, amount in short.items())
+        looked, failed = 0, None
+        for size in range(lower, len(movable) + 1):
+            sets = []
+            for chosen in itertools.combinations(movable, size):
+                looked += 1
+                if looked > EXACT_SETS * 10:  # too many to look at all
+                    return self._greedy(movable, short, name)
+                if self._frees(chosen, short):
+                    sets.append(chosen)
             sets.sort(key=lambda c: (sum(s.ram_gb for s in c),
                                      sorted(s.id for s in c)))
-            for chosen in sets:
-                tried += 1
+            for tried, chosen in enumerate(sets, start=1):
                 placed = self._place(chosen, name)
                 if not isinstance(placed, str):
                     return placed
                 failed = failed or placed
                 if tried >= EXACT_SETS:
-                    return self._greedy(movable, short, name) or failed
+                    return self._greedy(movable, short, name)
         return failed
 
     def _greedy(self, movable, short, name):
+        """Largest first until enough is freed: the placed servers, or why
+        they do not fit."""
         chosen = []
         for server in sorted(movable, key=lambda s: (-s.ram_gb, s.id)):
             chosen.append(server)
             if self._frees(chosen, short):
-                placed = self._place(chosen, name)
-                return None if isinstance(placed, str) else placed
-        return None
+                return self._place(chosen, name)
+        return 'its servers that may move free too little'
 
     def _frees(self, servers, short):
         return all(sum(s.resources.get(rc, 0) for s in servers) >= amount

@@ -97,6 +97,19 @@ class TestMakeRoom(unittest.TestCase):
         self.assertEqual(1, len(plan.moves))
         self.assertEqual('az1', plan.moves[0].domain.split('/')[0])
 
+    def test_the_aggregate_asked(self):
+        hyps, servers = fragmented(hv2=(16, 16, 21, 8))
+        hyps[2]['aggregates'] = [{'name': 'big', 'metadata': {}}]  # hv3
+        snap = b.snapshot(hyps, servers)
+        ask = room.Ask(HUGE, 1, aggregate='big')
+        plan = room.make_plan(snap, ask, OPTIONS)
+        self.assertEqual({'hv3'}, {m.source for m in plan.moves})
+        self.assertEqual('big', plan.options['make_room']['aggregate'])
+        with self.assertRaisesRegex(room.NoRoom, 'hv1: not in aggregate '
+                                    'other'):
+            room.make_plan(snap, room.Ask(HUGE, 1, aggregate='other'),
+                           OPTIONS)
+
     def test_locked_and_opted_out_servers_stay(self):
         hyps, servers = fragmented(hv2=(16, 16, 21, 8))
         for server in servers:
