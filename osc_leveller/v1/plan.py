@@ -12,6 +12,8 @@ from osc_leveller.core.planning import paths
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
 from osc_leveller.core.planning import report as report_data
+from osc_leveller.core.planning import room
+from osc_leveller.cloud import flavors
 from osc_leveller.v1 import columns
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -24,6 +26,7 @@ LONG_COLUMNS = ('Server ID', 'Destination Host', 'Domain', 'RAM (GiB)',
                 'Source Score', 'Destination Score', 'Imbalance',
                 'Estimate')
 EXPLAIN_COLUMNS = ('Hypervisor', 'Domain', 'Score', 'Verdict', 'Reason')
+EXIT_NO_ROOM = 4  # --make-room: no sequence of moves makes the room
 
 
 class PlanLeveller(outputs.StdoutCommand, command.Lister):
@@ -48,6 +51,17 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                  'servers on the way where hypervisors are too full to swap '
                  'directly; every step passes every filter')
         parser.add_argument(
+            '--make-room', metavar='<flavor>[:<count>]',
+            help='Instead of balancing, plan the fewest live migrations '
+                 '(then the fewest GiB) after which <count> (default 1) new '
+                 'servers of this flavor (name or ID) fit, in the '
+                 '--availability-zone or --aggregate given; exit code %d '
+                 'when no sequence of moves makes the room' % EXIT_NO_ROOM)
+        parser.add_argument(
+            '--aggregate', metavar='<aggregate>',
+            help='With --make-room: the room must be on a hypervisor of '
+                 'this host aggregate')
+        parser.add_argument(
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
@@ -56,15 +70,23 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         flags.add(parser, outputs.FOLLOW)
         return parser
 
+    def run(self, parsed_args):
+        self.exit_code = 0
+        return super().run(parsed_args) or self.exit_code
+
     @common.boundary
     def take_action(self, parsed_args):
         explain = common.given(parsed_args, 'explain')
         target = common.given(parsed_args, 'target_placement')
         output = common.given(parsed_args, 'output_file')
         report_file = common.given(parsed_args, 'report')
-        if explain is not None and target is not None:
+        make_room = _room_asked(parsed_args)
+        goals = [flag for flag, value in (
+            ('--explain', explain), ('--target-placement', target),
+            ('--make-room', make_room)) if value is not None]
+        if len(goals) > 1:
             raise exceptions.CommandError(
-                '--explain and --target-placement do not go together')
+                '%s and %s do not go together' % tuple(goals[:2]))
         for option, value in (('--report', report_file),
                               ('--output-file', output)):
             if explain is not None and value is not None:
@@ -91,6 +113,16 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             plan = paths.make_plan(snapshot, paths.targets_from(
                 common.read_yaml(target, '--target-placement'), snapshot,
                 '--target-placement %s' % target), options)
+        elif make_room is not None:
+            try:
+                plan = room.make_plan(snapshot, self._ask(
+                    parsed_args, snapshot, options, effective, *make_room), options)
+            except room.NoRoom as exc:
+                say('No room: %s; nothing was planned%s' % (
+                    common.printable(str(exc)),
+                    ', no plan file written' if output is not None else ''))
+                self.exit_code = EXIT_NO_ROOM
+                return MOVE_COLUMNS, []
         else:
             plan = planner.make_plan(snapshot, options, guard.held(findings))
         elapsed = time.monotonic() - started
@@ -109,6 +141,40 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         return names, [_row(i, m, parsed_args.long)
                        for i, m in enumerate(plan.moves, start=1)]
 
+    def _ask(self, parsed_args, snapshot, options, effective, name, count,
+             aggregate):
+        """The room.Ask of --make-room: its flavor read from Nova when
+        planning live, else a flavor a server of the snapshot has."""
+        zones = sorted(options.availability_zones)
+        if len(zones) > 1:
+            raise exceptions.CommandError(
+                '--make-room takes one --availability-zone, not %d' %
+                len(zones))
+        if aggregate is not None and not any(
+                a.name == aggregate for h in snapshot.hypervisors
+                for a in h.aggregates):
+            raise exceptions.CommandError(
+                '--aggregate %s: no hypervisor of the cloud is in an '
+                'aggregate of that name' % aggregate)
+        if common.given(parsed_args, 'snapshot') is not None:
+            flavor = room.flavor_in(snapshot, name)
+            if flavor is None:
+                raise exceptions.CommandError(
+                    '--make-room %s: no server in the snapshot has flavor %s '
+                    '(a snapshot holds only the flavors of its servers): '
+                    'plan live, which reads the flavor from Nova, or name a '
+                    'flavor a server of the snapshot has' % (name, name))
+        else:
+            try:
+                flavor = flavors.read(
+                    common.open_connection(self.app, effective).compute,
+                    name, effective['cloud.retries'])
+            except flavors.UnknownFlavor as exc:
+                raise exceptions.CommandError('--make-room %s: %s' % (
+                    name, exc)) from None
+        return room.Ask(flavor, count, zones[0] if zones else '',
+                        aggregate or '')
+
     def _explain(self, snapshot, options, ref):
         server = snapshot.find_server(ref)
         if server is None:
@@ -125,6 +191,20 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         return EXPLAIN_COLUMNS, [
             (name, domain, columns.ScoreColumn(score), verdict, reason)
             for name, domain, score, verdict, reason in rows]
+
+
+def _room_asked(parsed_args):
+    """(flavor, count, aggregate) of --make-room, or None without it."""
+    text = common.given(parsed_args, 'make_room')
+    aggregate = common.given(parsed_args, 'aggregate')
+    if text is None:
+        if aggregate is not None:
+            raise exceptions.CommandError('--aggregate goes with --make-room')
+        return None
+    try:
+        return room.parse(text) + (aggregate,)
+    except ValueError as exc:
+        raise exceptions.CommandError(str(exc)) from None
 
 
 def _row(index, move, long):

@@ -1154,7 +1154,39 @@ def gen_flags(rng, count):
         cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
                           argv, expect=expect, code=code,
                           files=dict(files)))
-    return cases + journal_paths()
+    return cases + journal_paths() + make_room_flags()
+
+
+def make_room_flags():
+    """plan --make-room FLAVOR[:COUNT]: a malformed or impossible ask,
+    a flavor no server of the snapshot has, one Nova does not know, and
+    the options it does not go with."""
+    plan = ['leveller', 'plan', '--snapshot', DIR + '/snapshot.json']
+    files = {'snapshot.json': to_json(snapshot_doc()),
+             'targets.yaml': 'hot0: hv2\n'}
+    table = [(['--make-room', value], '--make-room', 'COUNT')
+             for value in ('f4x16:0', 'f4x16:-1', 'f4x16:x', 'f4x16:',
+                           'f4x16:1.5', 'f4x16:99999')]
+    table += [
+        (['--make-room', ':2'], '--make-room :2', 'no flavor named'),
+        (['--make-room', ''], '--make-room', 'empty'),
+        (['--make-room', 'nosuch'], 'no server in the snapshot has flavor '
+         'nosuch', 'plan live'),
+        (['--aggregate', 'agg-hv1'], '--aggregate goes with --make-room'),
+        (['--make-room', 'f4x16', '--aggregate', 'nosuch'],
+         '--aggregate nosuch'),
+        (['--make-room', 'f4x16', '--explain', 'hot0'], '--explain',
+         '--make-room'),
+        (['--make-room', 'f4x16', '--target-placement',
+          DIR + '/targets.yaml'], '--target-placement', '--make-room')]
+    cases = [Case('flag', ' '.join(plan[1:] + argv).replace(DIR, '.'),
+                  plan + argv, expect=expect, files=dict(files))
+             for argv, *expect in table]
+    cases.append(Case('flag', 'plan --make-room of a flavor Nova lacks',
+                      ['leveller', 'plan', '--make-room', 'lv.nosuch'],
+                      expect=('--make-room lv.nosuch', 'Nova has no flavor '
+                              'named lv.nosuch'), cloud=Cloud()))
+    return cases
 
 
 def journal_paths():

@@ -66,6 +66,13 @@ DRAIN_COLD = declare(Kind(
     'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
     saved=False, title='a drain, stopped servers cold'))
 
+# plan --make-room FLAVOR[:COUNT] (core/planning/room.py): moves after which
+# new servers of a flavor fit; each re-checked with every rule of its policy.
+MAKE_ROOM = declare(Kind(
+    'make-room', policies.MAKE_ROOM, lambda moves: checks.make_room,
+    title='moves making room for a flavor',
+    heading='Room for the flavor'))
+
 
 def saved():
     """The names a plan file's kind may have."""

@@ -64,6 +64,12 @@ def placement(move, snapshot, state, rules):
     return recheck(move, snapshot, state, rules, policies.PLACEMENT)
 
 
+def make_room(move, snapshot, state, rules):
+    """A move making room for new servers of a flavor: every rule of its
+    policy, against the cloud now."""
+    return recheck(move, snapshot, state, rules, policies.MAKE_ROOM)
+
+
 def drain(cold_migrate_stopped):
     """The check of a drain's moves (stopped servers cold, or staying)."""
     policy = policies.drain(cold_migrate_stopped)
