@@ -66,6 +66,12 @@ DRAIN_COLD = declare(Kind(
     'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
     saved=False, title='a drain, stopped servers cold'))
 
+# plan --free-hosts (core/planning/freeing.py): every check, and each move
+# must still free its source (checks.FreeHostsPlan).
+FREE_HOSTS = declare(Kind(
+    'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
+    title='a plan freeing hypervisors', heading='Free hosts'))
+
 
 def saved():
     """The names a plan file's kind may have."""
