@@ -7,6 +7,7 @@ from osc_lib.command import command
 
 from osc_leveller.core.load import guard
 from osc_leveller.core.load import scoring
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import paths
 from osc_leveller.core.planning import plan as plan_mod
@@ -51,6 +52,15 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
+        # plan --free-hosts (core/planning/freeing.py)
+        parser.add_argument(
+            '--free-hosts', metavar='<N>', nargs='?', const='',
+            help='Instead of balancing, plan the live migrations that empty '
+                 'hypervisors: as many as possible in each balancing domain, '
+                 'or N in each (already empty ones count), moving the fewest '
+                 'GiB; every rule holds, the ceiling and saturation too, and '
+                 'N+K with --keep-n-plus-one and --headroom')
+        flags.add(parser, 'headroom')
         report.add_option(parser, 'the plan, before and after, its moves '
                           'and their reasons, and what refused them,')
         flags.add(parser, outputs.FOLLOW)
@@ -62,9 +72,15 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         target = common.given(parsed_args, 'target_placement')
         output = common.given(parsed_args, 'output_file')
         report_file = common.given(parsed_args, 'report')
+        free = _free_hosts(parsed_args.free_hosts)
         if explain is not None and target is not None:
             raise exceptions.CommandError(
                 '--explain and --target-placement do not go together')
+        if free is not None and (explain is not None or target is not None):
+            raise exceptions.CommandError(
+                '--free-hosts and %s do not go together' % (
+                    '--explain' if explain is not None
+                    else '--target-placement'))
         for option, value in (('--report', report_file),
                               ('--output-file', output)):
             if explain is not None and value is not None:
@@ -91,6 +107,9 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             plan = paths.make_plan(snapshot, paths.targets_from(
                 common.read_yaml(target, '--target-placement'), snapshot,
                 '--target-placement %s' % target), options)
+        elif free is not None:
+            plan = _free(snapshot, options, free or None,
+                         effective['headroom'], findings, say)
         else:
             plan = planner.make_plan(snapshot, options, guard.held(findings))
         elapsed = time.monotonic() - started
@@ -98,6 +117,7 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             outputs.write(self.app, output, plan_mod.dumps(plan),
                           plan_mod.WHAT, follow)
         say(_summary(plan, elapsed, output))
+        _say_freed(say, plan)
         common.say_forecast(say, snapshot, options)
         common.say_held(say, plan)
         if report_file is not None:
@@ -125,6 +145,48 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         return EXPLAIN_COLUMNS, [
             (name, domain, columns.ScoreColumn(score), verdict, reason)
             for name, domain, score, verdict, reason in rows]
+
+
+def _free_hosts(value):
+    """--free-hosts: None (not given), 0 (as many as possible) or N."""
+    if value is None:
+        return None
+    if value == '':
+        return 0
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise exceptions.CommandError(
+            '--free-hosts %s: N must be a positive whole number of '
+            'hypervisors to free in each balancing domain (or leave it out '
+            'to free as many as possible)' % value)
+    return int(text)
+
+
+def _free(snapshot, options, count, k, findings, say):
+    """A free-hosts plan; where the metrics cannot be true, the ceiling
+    and saturation are judged on allocations, as for a target."""
+    common.say_fallback(say, findings)
+    snapshot = guard.without_metrics(
+        snapshot, {f.domain for f in findings}, common.by_model(options))
+    try:
+        return freeing.make_plan(snapshot, options, count, k)
+    except freeing.TooMany as exc:
+        raise exceptions.CommandError('--free-hosts %d: %s' % (count, exc)) \
+            from None
+
+
+def _say_freed(say, plan):
+    """plan --free-hosts: the hypervisors freed, and those not, with why."""
+    for domain in plan.domains:
+        for freed in domain.get('freed', ()):
+            say('Freed: %s (%s): %s' % (
+                freed['hypervisor'], domain['domain'],
+                '%s, %.0f GiB' % (common.plural(len(freed['servers']),
+                                                'server'), freed['ram_gb'])
+                if freed['servers'] else 'empty already'))
+        for busy in domain.get('not_freed', ()):
+            say('Not freed: %s (%s): %s' % (busy['hypervisor'],
+                                            domain['domain'], busy['reason']))
 
 
 def _row(index, move, long):

@@ -87,6 +87,7 @@ DRAIN_COLD = Policy('drain, stopped servers cold', _DRAIN)
 def drain(cold_migrate_stopped):
     return DRAIN_COLD if cold_migrate_stopped else DRAIN
 
+
 # plan --free-hosts (core/planning/freeing.py): what Nova refuses, locks and
 # opt-outs, and the hypervisors and projects in scope, as for a target
 # placement; but every destination rule, the ceiling and saturation
