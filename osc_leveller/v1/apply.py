@@ -5,6 +5,7 @@ import dataclasses
 from osc_lib import exceptions
 
 from osc_leveller.core.load import guard
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
@@ -50,6 +51,13 @@ class ApplyLeveller(migrating.MigratingCommand):
                  'without asking that each evens out the load; every other '
                  'check still holds. Without this flag such a plan is '
                  'refused')
+        parser.add_argument(
+            '--disable-freed', metavar='<reason>',
+            help='With a plan made by "openstack leveller plan --free-hosts":'
+                 ' once every move off a hypervisor it frees is done, '
+                 'disable that hypervisor\'s compute service with this '
+                 'reason, so Nova schedules nothing new there ("openstack '
+                 'leveller evacuate --restore" enables it again)')
         flags.add(parser, 'apply.batch')
         migrating.add_run_options(
             parser, 'Check every move against the live cloud and show what '
@@ -63,6 +71,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         self.check_files(parsed_args, effective)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
+        _check_disable_freed(parsed_args, plan)
         # The windows hold the runs that plan for themselves (cron); an
         # operator applying a reviewed plan file is told, not stopped.
         migrating.refuse_in_window(
@@ -127,6 +136,10 @@ class ApplyLeveller(migrating.MigratingCommand):
             self.exit_code = EXIT_ALL_SKIPPED
         if run.error:
             say('Stopped: %s' % run.error)
+        if parsed_args.disable_freed is not None and \
+                not _disable_freed(parsed_args, plan, snapshot, run, actions,
+                                   journal, say):
+            self.exit_code = EXIT_PROBLEMS
         found = migrating.counts(run.results)
         say('Apply: %s%s' % (migrating.summary(found['counts']), (
             ': no move of the plan holds on the cloud now (exit code %d)'
@@ -156,6 +169,61 @@ def _read_plan(path, placement):
             '--placement-plan: %s is a %s plan, not %s' % (
                 path, kind.name, kinds.PLACEMENT.title))
     return plan
+
+
+def _check_disable_freed(parsed_args, plan):
+    reason = parsed_args.disable_freed
+    if reason is None:
+        return
+    if not reason.strip():
+        raise exceptions.CommandError(
+            '--disable-freed: needs a reason, got an empty one')
+    if plan is None or plan.kind != kinds.FREE_HOSTS.name:
+        raise exceptions.CommandError(
+            '--disable-freed: %s frees no hypervisor; only a plan made by '
+            '"openstack leveller plan --free-hosts" does' % (
+                'planning now' if plan is None else
+                '%s is a %s plan, which' % (parsed_args.plan_file,
+                                            plan.kind)))
+
+
+def _disable_freed(parsed_args, plan, snapshot, run, actions, journal, say):
+    """Disable the compute service of each hypervisor the plan frees once
+    every move off it is done; False when one could not be disabled."""
+    status = {}
+    for result in run.results:
+        status.setdefault(result.move.source, []).append(result.status)
+    reason, ok = parsed_args.disable_freed, True
+    for name in freeing.freed_hosts(plan):
+        done = status.get(name)
+        hyp = snapshot.hypervisor(name)
+        if not done or hyp is None:
+            continue  # empty already, or not in the cloud: left as it is
+        if parsed_args.dry_run:
+            if set(done) == {executor.DRY_RUN}:
+                say('Would disable the compute service of %s: %s' % (
+                    hyp.host, reason))
+            continue
+        if set(done) != {executor.DONE}:
+            say('Left enabled: the compute service of %s (not every move '
+                'off %s is done)' % (hyp.host, name))
+            continue
+        # Journalled first, like a migration (evacuate's set_service).
+        try:
+            journal('disable-service', host=hyp.host, reason=reason)
+        except executor.JournalError as exc:
+            say('Left enabled: the compute service of %s: the journal '
+                'cannot record it: %s' % (hyp.host, exc))
+            return False
+        try:
+            actions.set_service(hyp.host, False, reason)
+        except executor.ActionError as exc:
+            say('Problem: %s' % exc)
+            ok = False
+            continue
+        say('Disabled the compute service of %s (freed): %s'
+            % (hyp.host, reason))
+    return ok
 
 
 def _check_cloud(path, plan, snapshot, say):
