@@ -3,12 +3,14 @@ simulated Nova (tests.unit.core.test_executor.FakeNova)."""
 
 import json
 import os
+import unittest
 
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import plan
+from tests.unit import badinput
 from tests.unit import builders as b
 from tests.unit.core import test_executor
 from tests.unit.core import test_freeing
@@ -124,3 +126,38 @@ class TestApplyFreeHosts(test_commands.SimulatedNovaTest):
         self.assertIn('Left enabled: the compute service of cmp-hv1', err)
         self.assertEqual([], [c for c in self.nova.calls
                               if c[0] in ('live_migrate', 'set_service')])
+
+
+class TestThroughTheShell(unittest.TestCase):
+    """openstack leveller plan --free-hosts, then apply --dry-run of its
+    plan file, through the real openstack shell against the stand-in cloud
+    (tests/unit/standin.py: HTTP on 127.0.0.1)."""
+
+    def run_cases(self, *cases):
+        results = badinput.run(list(cases))
+        for result in results:
+            self.assertEqual([], result.problems, result.report())
+        return results
+
+    def test_plan_then_apply_dry_run(self):
+        dirs = badinput.DIR
+        (planned,) = self.run_cases(badinput.Case(
+            'free-hosts', 'plan', ['leveller', 'plan', '--free-hosts',
+                                   '--output-file', '-'],
+            expect=('Free hosts: ', 'Freed: hv2 (az1/Gen1): 1 server, 16 GiB',
+                    'Not freed: hv3 (az1/Gen1): no hypervisor of its domain '
+                    'accepts cool3-0 (16 GiB): anti-affinity group web (1 '
+                    'hypervisor)'),
+            code=0, cloud=badinput.Cloud()))
+        text = planned.stdout  # the plan file alone
+        rows = json.loads(text)['moves']
+        self.assertEqual({'hv2'}, {r['source'] for r in rows})
+        self.assertEqual('free-hosts', json.loads(text)['kind'])
+        (applied,) = self.run_cases(badinput.Case(
+            'free-hosts', 'apply', ['leveller', 'apply', dirs + '/p.json',
+                                    '--dry-run', '--disable-freed', 'spare',
+                                    '-f', 'json'],
+            expect=('Would disable the compute service of cmp-hv2: spare',),
+            code=0, files={'p.json': text}, cloud=badinput.Cloud()))
+        self.assertEqual(['would run'] * len(rows), [
+            r['Status'] for r in json.loads(applied.stdout)])
