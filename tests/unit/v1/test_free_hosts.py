@@ -3,6 +3,7 @@ simulated Nova (tests.unit.core.test_executor.FakeNova)."""
 
 import json
 import os
+import re
 import unittest
 
 from osc_leveller.core.model import snapshot as snapshot_io
@@ -12,6 +13,7 @@ from osc_leveller.v1 import apply as apply_cmd
 from osc_leveller.v1 import plan
 from tests.unit import badinput
 from tests.unit import builders as b
+from tests.unit import test_doc_examples
 from tests.unit.core import test_executor
 from tests.unit.core import test_freeing
 from tests.unit.v1 import test_commands
@@ -161,3 +163,33 @@ class TestThroughTheShell(unittest.TestCase):
             code=0, files={'p.json': text}, cloud=badinput.Cloud()))
         self.assertEqual(['would run'] * len(rows), [
             r['Status'] for r in json.loads(applied.stdout)])
+
+
+class TestUserGuideExample(test_commands.CommandTest):
+    def test_the_worked_example_is_real_output(self):
+        """The user guide's examples of plan --free-hosts on the demo: the
+        lines it shows are what the command says (but the time)."""
+        page = test_doc_examples.USER_GUIDE.read_text()
+        section = page.split('\nFreeing hypervisors: ``--free-hosts``\n')[1]
+        blocks = section.split('.. code-block:: console\n\n')[1:3]
+        for block in blocks:
+            lines = [line[3:] for line in block.split('\n\n')[0].splitlines()]
+            argv = lines[0].split()[4:]  # after "$ openstack leveller plan"
+            self.app.stderr.truncate(0)
+            self.app.stderr.seek(0)
+            if '--output-file' in argv:
+                argv[argv.index('--output-file') + 1] = os.path.join(
+                    self.tmp.name, 'free.json')
+            cmd = plan.PlanLeveller(self.app, None)
+            parsed = self.check_parser(cmd, argv, [])
+            cmd.take_action(parsed)
+            said = self.app.stderr.getvalue().splitlines()
+            shown = [line for line in lines[1:] if not line.startswith(
+                ('+', '|', '...'))]
+            self.assertTrue(shown)
+            timed = re.compile(r'planned in [0-9.]+ s')
+            for line in shown:
+                self.assertIn(timed.sub('planned in - s', line).replace(
+                    'saved to free.json', 'saved to ' + os.path.join(
+                        self.tmp.name, 'free.json')),
+                    [timed.sub('planned in - s', s) for s in said])
