@@ -241,8 +241,14 @@ def make_plan(snapshot, options, count=None, headroom_k=1):
     note = '' if found.moves else (
         'no hypervisor can be freed' if not found.freed else
         'the hypervisors freed are empty already')
-    return plan_mod.build(snapshot, options, found.moves, before, after,
+    plan = plan_mod.build(snapshot, options, found.moves, before, after,
                           created, note=note, kind=KIND, entries=entries)
+    # What was asked, beside the planner's options: N per domain (0: as
+    # many as possible), and K of the N+K kept with keep_n_plus_one.
+    asked = {'free_hosts': count or 0}
+    if options.keep_n_plus_one:
+        asked['headroom'] = headroom_k
+    return dataclasses.replace(plan, options=dict(plan.options, **asked))
 
 
 def freed_hosts(plan):

@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import operator
 import os
 import tempfile
 import unittest
@@ -223,6 +224,12 @@ class TestPlanFile(unittest.TestCase):
                 document = json.load(f)
         self.assertEqual(plan_mod.dumps(plan), plan_mod.dumps(again))
         self.assertEqual('free-hosts', document['kind'])
+        self.assertEqual(0, document['options']['free_hosts'])
+        self.assertNotIn('headroom', document['options'])
+        keep = dataclasses.replace(OPTIONS, keep_n_plus_one=True)
+        self.assertEqual((1, 2), operator.itemgetter(
+            'free_hosts', 'headroom')(freeing.make_plan(
+                snap, keep, 1, 2).options))
         self.assertEqual({'lone': [], 'hv1': ['a1'], 'hv2': ['b1', 'b2'],
                           'hv3': ['c1', 'c2']}, freeing.freed_hosts(again))
         az1 = document['imbalance']['domains'][0]
