@@ -19,6 +19,7 @@ would lose N+K headroom (core/rules/headroom.py). Its trial moves are
 rolled back; it never makes the plan fail.
 """
 
+import bisect
 import collections
 import dataclasses
 import time
@@ -105,9 +106,6 @@ class _Freer:
         return Freeing(tuple(moves), tuple(self.freed),
                        tuple(self.not_freed), (before, self.stats()))
 
-    def _ram(self, name):
-        return sum(s.ram_gb for s in self.snapshot.servers_on(name))
-
     def _domain(self, domain, hyps):
         free = set()
         for hyp in sorted(hyps, key=lambda h: h.name):
@@ -115,15 +113,18 @@ class _Freer:
                     self._wanted(free):
                 free.add(hyp.name)
                 self.freed.append(Freed(hyp.name, domain, (), 0.0))
-        tried = set(free)
-        while self._wanted(free):
-            # A hypervisor that took servers keeps them: a server moves once.
-            left = [h for h in hyps if h.name not in tried
-                    and h.name not in self.receiving]
-            if not left:
+        # Least RAM first. A candidate's servers never change before its
+        # turn: a hypervisor that took servers keeps them (a server moves
+        # once), and is no candidate any more.
+        candidates = sorted(
+            (h for h in hyps if h.name not in free),
+            key=lambda h: (sum(s.ram_gb for s in self.snapshot.servers_on(
+                h.name)), h.name))
+        for hyp in candidates:
+            if not self._wanted(free):
                 break
-            hyp = min(left, key=lambda h: (self._ram(h.name), h.name))
-            tried.add(hyp.name)
+            if hyp.name in self.receiving:
+                continue
             why = self._free(hyp, domain, hyps, free)
             if why:
                 self.not_freed.append((hyp.name, domain, why))
@@ -144,8 +145,9 @@ class _Freer:
             if why:
                 return filters.Refusal('%s cannot move: %s' % (
                     server.label, why), getattr(why, 'code', None))
-        targets = [h for h in hyps if h.name != hyp.name
-                   and h.name not in free]
+        # Fullest first, kept in order as servers arrive.
+        targets = sorted((self._fullest(h), h) for h in hyps
+                         if h.name != hyp.name and h.name not in free)
         saved, moves = self.state.copy(), []
         for server in servers:
             dest, refusals = self._destination(server, targets)
@@ -158,8 +160,11 @@ class _Freer:
                         for why, n in refusals.most_common(SHOWN))
                        or 'no other hypervisor left'), UNPLACED)
             moves.append((server, dest, self._move(server, dest)))
+            index = next(i for i, (_, h) in enumerate(targets) if h is dest)
+            del targets[index]
+            bisect.insort(targets, (self._fullest(dest), dest))
         if self.options.keep_n_plus_one:
-            names = {h.name for h in targets}
+            names = {h.name for _, h in targets}
             found = headroom.of_domains(self.snapshot, self.state, self.rules,
                                         self.k, names=names)
             lost = [f for f in found if f.domain == domain and not f.ok]
@@ -178,9 +183,10 @@ class _Freer:
 
     def _destination(self, server, targets):
         """The fullest target that accepts the server, and the refusals
-        of the others counted by clause."""
+        of the others counted by clause. targets: [(_fullest, hypervisor)],
+        sorted."""
         refusals = collections.Counter()
-        for dest in sorted(targets, key=self._fullest):
+        for _, dest in targets:
             why = self.policy.why_not_destination(server, dest, self.state,
                                                   self.rules)
             if why is None:
