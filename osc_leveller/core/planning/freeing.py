@@ -184,13 +184,26 @@ class _Freer:
     def _destination(self, server, targets):
         """The fullest target that accepts the server, and the refusals
         of the others counted by clause. targets: [(_fullest, hypervisor)],
-        sorted."""
+        sorted.
+
+        Most of the fullest have no RAM left for it: the capacity rule
+        would refuse them, so only those with room are asked, unless none
+        accepts it; then every one is, to count why."""
+        need = server.resources.get(model.MEMORY_MB, 0)
+        for _, dest in targets:
+            inv = dest.inventories.get(model.MEMORY_MB)
+            if inv is not None and need and self.state.usage(
+                    dest.name, model.MEMORY_MB) + need > inv.capacity:
+                continue
+            if self.policy.why_not_destination(
+                    server, dest, self.state, self.rules) is None:
+                return dest, None
         refusals = collections.Counter()
         for _, dest in targets:
             why = self.policy.why_not_destination(server, dest, self.state,
                                                   self.rules)
-            if why is None:
-                return dest, refusals
+            if why is None:  # the RAM test above is the capacity rule's
+                return dest, None
             refusals[why.split(':')[0]] += 1
         return None, refusals
 
