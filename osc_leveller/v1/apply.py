@@ -54,7 +54,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         parser.add_argument(
             '--disable-freed', metavar='<reason>',
             help='With a plan made by "openstack leveller plan --free-hosts":'
-                 ' once every move off a hypervisor it frees is done, '
+                 ' once the run leaves a hypervisor it frees empty, '
                  'disable that hypervisor\'s compute service with this '
                  'reason, so Nova schedules nothing new there ("openstack '
                  'leveller evacuate --restore" enables it again)')
@@ -188,26 +188,43 @@ def _check_disable_freed(parsed_args, plan):
 
 
 def _disable_freed(parsed_args, plan, snapshot, run, actions, journal, say):
-    """Disable the compute service of each hypervisor the plan frees once
-    every move off it is done; False when one could not be disabled."""
-    status = {}
-    for result in run.results:
-        status.setdefault(result.move.source, []).append(result.status)
-    reason, ok = parsed_args.disable_freed, True
-    for name in freeing.freed_hosts(plan):
-        done = status.get(name)
-        hyp = snapshot.hypervisor(name)
-        if not done or hyp is None:
-            continue  # empty already, or not in the cloud: left as it is
-        if parsed_args.dry_run:
-            if set(done) == {executor.DRY_RUN}:
+    """Disable the compute service of each hypervisor the plan frees that
+    is empty once the run ends (read again: a run with --batch, or one
+    resumed, frees them over several runs); False when one could not be.
+    Hypervisors with no move off them (empty already) are left as they
+    are."""
+    reason = parsed_args.disable_freed
+    off = {}
+    for move in plan.moves:
+        off.setdefault(move.source, []).append(move)
+    names = [n for n in freeing.freed_hosts(plan) if n in off
+             and snapshot.hypervisor(n) is not None]
+    if parsed_args.dry_run:
+        ran = {r.move.source for r in run.results
+               if r.status != executor.DRY_RUN}
+        for name in names:
+            if name not in ran:
                 say('Would disable the compute service of %s: %s' % (
-                    hyp.host, reason))
+                    snapshot.hypervisor(name).host, reason))
+        return True
+    if not names:
+        return True
+    try:
+        now = actions.snapshot([m for n in names for m in off[n]])
+    except executor.ActionError as exc:
+        say('Left enabled: the compute services of %s: %s' % (
+            ', '.join(names), exc))
+        return False
+    ok = True
+    for name in names:
+        hyp = now.hypervisor(name) or snapshot.hypervisor(name)
+        left = now.servers_on(name)
+        if left:
+            say('Left enabled: the compute service of %s (%s still on %s)' % (
+                hyp.host, common.plural(len(left), 'server'), name))
             continue
-        if set(done) != {executor.DONE}:
-            say('Left enabled: the compute service of %s (not every move '
-                'off %s is done)' % (hyp.host, name))
-            continue
+        if hyp.service.status == 'disabled':
+            continue  # by an earlier run of the plan, say
         # Journalled first, like a migration (evacuate's set_service).
         try:
             journal('disable-service', host=hyp.host, reason=reason)

@@ -115,6 +115,31 @@ class TestApplyFreeHosts(test_commands.SimulatedNovaTest):
                          self.nova.calls[-1][:3])
         self.assertEqual('enabled', self.nova.hyps[0]['service']['status'])
 
+    def test_freed_over_several_runs_each_disabled_once_empty(self):
+        hyps, servers = test_freeing.cloud()
+        snap = self.write('s.json', b.document(hyps, servers))
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', snap, '--free-hosts',
+                                         '2', '--availability-zone', 'az1',
+                                         '--output-file', self.path])
+        # hv1's a1, then hv2's b1 and b2, onto hv4.
+        args = [self.path, '--batch', '1', '--disable-freed', REASON, '-f',
+                'json']
+        code, out, err = self.apply(args)
+        self.assertEqual(['done', 'not started', 'not started'],
+                         [r['Status'] for r in json.loads(out)])
+        self.assertIn('Left enabled: the compute service of cmp-hv2 (2 '
+                      'servers still on hv2)', err)
+        disabled = [c[1] for c in self.nova.calls if c[0] == 'set_service']
+        self.assertEqual(['cmp-hv1'], disabled)
+        self.app.stderr.truncate(0)
+        code, out, err = self.apply(args[:1] + args[3:])
+        self.assertEqual(['skipped', 'done', 'done'],
+                         [r['Status'] for r in json.loads(out)])
+        disabled = [c[1] for c in self.nova.calls if c[0] == 'set_service']
+        self.assertEqual(['cmp-hv1', 'cmp-hv2'], disabled)
+        self.assertEqual(2, sum(1 for e in self.journal()
+                                if e['event'] == 'disable-service'))
+
     def test_a_host_no_longer_freed_is_neither_emptied_nor_disabled(self):
         # A server arrived on hv1 since the plan was made.
         self.nova.servers['id-new'] = b.server('new', 'hv1', ram_gb=2)
@@ -125,7 +150,8 @@ class TestApplyFreeHosts(test_commands.SimulatedNovaTest):
         self.assertEqual('skipped', row['Status'])
         self.assertIn('hv1 would not be freed: new is on it and not in the '
                       'plan', row['Reason'])
-        self.assertIn('Left enabled: the compute service of cmp-hv1', err)
+        self.assertIn('Left enabled: the compute service of cmp-hv1 (2 '
+                      'servers still on hv1)', err)
         self.assertEqual([], [c for c in self.nova.calls
                               if c[0] in ('live_migrate', 'set_service')])
 
