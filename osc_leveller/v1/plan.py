@@ -1,5 +1,6 @@
 """openstack leveller plan"""
 
+import re
 import time
 
 from osc_lib import exceptions
@@ -154,11 +155,14 @@ def _free_hosts(value):
     if value == '':
         return 0
     text = value.strip()
-    if not text.isdigit() or int(text) < 1:
+    # ASCII digits, few enough to read: a longer N would be refused as
+    # more than the domains can free, but int() refuses 4,300 digits.
+    if not re.fullmatch('[0-9]{1,9}', text) or int(text) < 1:
         raise exceptions.CommandError(
             '--free-hosts %s: N must be a positive whole number of '
             'hypervisors to free in each balancing domain (or leave it out '
-            'to free as many as possible)' % value)
+            'to free as many as possible)' % (
+                value if len(value) <= 20 else value[:20] + '...'))
     return int(text)
 
 

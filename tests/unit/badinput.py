@@ -1164,9 +1164,10 @@ def free_hosts_flags():
              'plan.json': to_json(plan_doc()), 'targets.yaml': 'hot0: hv2\n'}
     plan = ['leveller', 'plan', '--snapshot', snap, '--free-hosts']
     apply = ['leveller', 'apply', '--dry-run']
-    table = [(plan + [value], 1, ('--free-hosts %s: N must be a positive '
-                                  'whole number' % value,))
-             for value in ('0', '-1', '1.5', 'two', 'nan', '1e3', ' ')]
+    table = [(plan + [value], 1, ('--free-hosts %s' % value[:20],
+                                  'N must be a positive whole number'))
+             for value in ('0', '-1', '1.5', 'two', 'nan', '1e3', ' ',
+                           '\u0663', '9' * 5000)]
     table += [
         (plan + ['99'], 1, ('--free-hosts 99: 99 hypervisors cannot be '
                             'freed in every balancing domain: at most',)),
