@@ -1,5 +1,6 @@
 """openstack leveller plan"""
 
+import re
 import time
 
 from osc_lib import exceptions
@@ -7,6 +8,7 @@ from osc_lib.command import command
 
 from osc_leveller.core.load import guard
 from osc_leveller.core.load import scoring
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import paths
 from osc_leveller.core.planning import plan as plan_mod
@@ -65,6 +67,15 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             '--explain', metavar='<server>',
             help='Instead of planning, show for one server (name or ID) why '
                  'each hypervisor would accept or reject it')
+        # plan --free-hosts (core/planning/freeing.py)
+        parser.add_argument(
+            '--free-hosts', metavar='<N>', nargs='?', const='',
+            help='Instead of balancing, plan the live migrations that empty '
+                 'hypervisors: as many as possible in each balancing domain, '
+                 'or N in each (already empty ones count), moving the fewest '
+                 'GiB; every rule holds, the ceiling and saturation too, and '
+                 'N+K with --keep-n-plus-one and --headroom')
+        flags.add(parser, 'headroom')
         report.add_option(parser, 'the plan, before and after, its moves '
                           'and their reasons, and what refused them,')
         flags.add(parser, outputs.FOLLOW)
@@ -81,9 +92,11 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         output = common.given(parsed_args, 'output_file')
         report_file = common.given(parsed_args, 'report')
         make_room = _room_asked(parsed_args)
+        free = _free_hosts(parsed_args.free_hosts)
         goals = [flag for flag, value in (
-            ('--explain', explain), ('--target-placement', target),
-            ('--make-room', make_room)) if value is not None]
+            ('--free-hosts', free), ('--explain', explain),
+            ('--target-placement', target), ('--make-room', make_room))
+            if value is not None]
         if len(goals) > 1:
             raise exceptions.CommandError(
                 '%s and %s do not go together' % tuple(goals[:2]))
@@ -123,6 +136,9 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                     ', no plan file written' if output is not None else ''))
                 self.exit_code = EXIT_NO_ROOM
                 return MOVE_COLUMNS, []
+        elif free is not None:
+            plan = _free(snapshot, options, free or None,
+                         effective['headroom'], findings, say)
         else:
             plan = planner.make_plan(snapshot, options, guard.held(findings))
         elapsed = time.monotonic() - started
@@ -130,6 +146,7 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
             outputs.write(self.app, output, plan_mod.dumps(plan),
                           plan_mod.WHAT, follow)
         say(_summary(plan, elapsed, output))
+        _say_freed(say, plan)
         common.say_forecast(say, snapshot, options)
         common.say_held(say, plan)
         if report_file is not None:
@@ -205,6 +222,51 @@ def _room_asked(parsed_args):
         return room.parse(text) + (aggregate,)
     except ValueError as exc:
         raise exceptions.CommandError(str(exc)) from None
+
+
+def _free_hosts(value):
+    """--free-hosts: None (not given), 0 (as many as possible) or N."""
+    if value is None:
+        return None
+    if value == '':
+        return 0
+    text = value.strip()
+    # ASCII digits, few enough to read: a longer N would be refused as
+    # more than the domains can free, but int() refuses 4,300 digits.
+    if not re.fullmatch('[0-9]{1,9}', text) or int(text) < 1:
+        raise exceptions.CommandError(
+            '--free-hosts %s: N must be a positive whole number of '
+            'hypervisors to free in each balancing domain (or leave it out '
+            'to free as many as possible)' % (
+                value if len(value) <= 20 else value[:20] + '...'))
+    return int(text)
+
+
+def _free(snapshot, options, count, k, findings, say):
+    """A free-hosts plan; where the metrics cannot be true, the ceiling
+    and saturation are judged on allocations, as for a target."""
+    common.say_fallback(say, findings)
+    snapshot = guard.without_metrics(
+        snapshot, {f.domain for f in findings}, common.by_model(options))
+    try:
+        return freeing.make_plan(snapshot, options, count, k)
+    except freeing.TooMany as exc:
+        raise exceptions.CommandError('--free-hosts %d: %s' % (count, exc)) \
+            from None
+
+
+def _say_freed(say, plan):
+    """plan --free-hosts: the hypervisors freed, and those not, with why."""
+    for domain in plan.domains:
+        for freed in domain.get('freed', ()):
+            say('Freed: %s (%s): %s' % (
+                freed['hypervisor'], domain['domain'],
+                '%s, %.0f GiB' % (common.plural(len(freed['servers']),
+                                                'server'), freed['ram_gb'])
+                if freed['servers'] else 'empty already'))
+        for busy in domain.get('not_freed', ()):
+            say('Not freed: %s (%s): %s' % (busy['hypervisor'],
+                                            domain['domain'], busy['reason']))
 
 
 def _row(index, move, long):

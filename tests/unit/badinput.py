@@ -1154,7 +1154,7 @@ def gen_flags(rng, count):
         cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
                           argv, expect=expect, code=code,
                           files=dict(files)))
-    return cases + journal_paths() + make_room_flags()
+    return cases + journal_paths() + make_room_flags() + free_hosts_flags()
 
 
 def make_room_flags():
@@ -1187,6 +1187,36 @@ def make_room_flags():
                       expect=('--make-room lv.nosuch', 'Nova has no flavor '
                               'named lv.nosuch'), cloud=Cloud()))
     return cases
+
+
+def free_hosts_flags():
+    """plan --free-hosts N and apply --disable-freed: every case, always."""
+    snap = DIR + '/snapshot.json'
+    files = {'snapshot.json': to_json(snapshot_doc()),
+             'plan.json': to_json(plan_doc()), 'targets.yaml': 'hot0: hv2\n'}
+    plan = ['leveller', 'plan', '--snapshot', snap, '--free-hosts']
+    apply = ['leveller', 'apply', '--dry-run']
+    table = [(plan + [value], 1, ('--free-hosts %s' % value[:20],
+                                  'N must be a positive whole number'))
+             for value in ('0', '-1', '1.5', 'two', 'nan', '1e3', ' ',
+                           '\u0663', '9' * 5000)]
+    table += [
+        (plan + ['99'], 1, ('--free-hosts 99: 99 hypervisors cannot be '
+                            'freed in every balancing domain: at most',)),
+        (plan + ['1', '--target-placement', DIR + '/targets.yaml'], 1,
+         ('--free-hosts and --target-placement do not go together',)),
+        (plan + ['--explain', 'hot0'], 1,
+         ('--free-hosts and --explain do not go together',)),
+        (apply + [DIR + '/plan.json', '--disable-freed', 'repurposing'], 1,
+         ('--disable-freed: %s/plan.json is a balance plan' % DIR,)),
+        (apply + ['--disable-freed', 'repurposing'], 1,
+         ('--disable-freed: planning now frees no hypervisor',)),
+        (apply + [DIR + '/plan.json', '--disable-freed', ''], 1,
+         ('--disable-freed: needs a reason',)),
+        (apply + ['--disable-freed'], 2, ('--disable-freed',))]
+    return [Case('flag', ' '.join(argv[1:]).replace(DIR, '.'), argv,
+                 expect=expect, code=code, files=dict(files))
+            for argv, code, expect in table]
 
 
 def journal_paths():

@@ -72,6 +72,11 @@ MAKE_ROOM = declare(Kind(
     'make-room', policies.MAKE_ROOM, lambda moves: checks.make_room,
     title='moves making room for a flavor',
     heading='Room for the flavor'))
+# plan --free-hosts (core/planning/freeing.py): every check, and each move
+# must still free its source (checks.FreeHostsPlan).
+FREE_HOSTS = declare(Kind(
+    'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
+    title='a plan freeing hypervisors', heading='Free hosts'))
 
 
 def saved():

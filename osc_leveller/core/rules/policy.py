@@ -94,3 +94,12 @@ MAKE_ROOM = Policy('make-room', _NOVA + filters.rules_named(
 
 def drain(cold_migrate_stopped):
     return DRAIN_COLD if cold_migrate_stopped else DRAIN
+
+
+# plan --free-hosts (core/planning/freeing.py): what Nova refuses, locks and
+# opt-outs, and the hypervisors and projects in scope, as for a target
+# placement; but every destination rule, the ceiling and saturation
+# included: freeing hosts is the leveller's choice of destinations, so it
+# makes no new hot spot.
+FREE_HOSTS = Policy('free-hosts', _NOVA + filters.rules_named(
+    'source_in_scope', 'source_usable'))
