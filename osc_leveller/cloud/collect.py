@@ -192,6 +192,12 @@ def servers(compute, version, retries=RETRIES, on_page=None, **query):
                   on_page=on_page)
 
 
+def flavors(compute, retries=RETRIES):
+    """Every flavor, public or not, with its extra specs (2.61)."""
+    return _pages(compute, '/flavors/detail', 'flavors', retries,
+                  params={'is_public': 'None'}, microversion='2.61')
+
+
 def hypervisors(compute, retries=RETRIES, **query):
     """Hypervisor details at 2.87, the last version with cpu_info; no
     Ironic nodes."""

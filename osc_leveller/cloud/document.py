@@ -319,7 +319,7 @@ def server_doc(server, child_allocations=(), held=None):
     held: {hypervisor: resources} of its own allocations.
     """
     node = server[NODE]
-    flavor = _flavor(server.get('flavor') or {})
+    flavor = flavor_of(server.get('flavor') or {})
     blockers = ['allocation on child resource provider %s' % c
                 for c in sorted(child_allocations)]
     if flavor['extra_specs'].get('pci_passthrough:alias'):
@@ -353,7 +353,7 @@ def server_doc(server, child_allocations=(), held=None):
     return doc
 
 
-def _flavor(flavor):
+def flavor_of(flavor):
     """The embedded flavor of a server (2.47+: original_name, extra_specs)."""
     get = flavor.get
     return {

@@ -5,6 +5,7 @@ import dataclasses
 from osc_lib import exceptions
 
 from osc_leveller.core.load import guard
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
@@ -50,6 +51,13 @@ class ApplyLeveller(migrating.MigratingCommand):
                  'without asking that each evens out the load; every other '
                  'check still holds. Without this flag such a plan is '
                  'refused')
+        parser.add_argument(
+            '--disable-freed', metavar='<reason>',
+            help='With a plan made by "openstack leveller plan --free-hosts":'
+                 ' once the run leaves a hypervisor it frees empty, '
+                 'disable that hypervisor\'s compute service with this '
+                 'reason, so Nova schedules nothing new there ("openstack '
+                 'leveller evacuate --restore" enables it again)')
         flags.add(parser, 'apply.batch')
         migrating.add_run_options(
             parser, 'Check every move against the live cloud and show what '
@@ -63,6 +71,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         self.check_files(parsed_args, effective)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
+        _check_disable_freed(parsed_args, plan)
         # The windows hold the runs that plan for themselves (cron); an
         # operator applying a reviewed plan file is told, not stopped.
         migrating.refuse_in_window(
@@ -127,6 +136,10 @@ class ApplyLeveller(migrating.MigratingCommand):
             self.exit_code = EXIT_ALL_SKIPPED
         if run.error:
             say('Stopped: %s' % run.error)
+        if parsed_args.disable_freed is not None and \
+                not _disable_freed(parsed_args, plan, snapshot, run, actions,
+                                   journal, say):
+            self.exit_code = EXIT_PROBLEMS
         found = migrating.counts(run.results)
         say('Apply: %s%s' % (migrating.summary(found['counts']), (
             ': no move of the plan holds on the cloud now (exit code %d)'
@@ -156,6 +169,78 @@ def _read_plan(path, placement):
             '--placement-plan: %s is a %s plan, not %s' % (
                 path, kind.name, kinds.PLACEMENT.title))
     return plan
+
+
+def _check_disable_freed(parsed_args, plan):
+    reason = parsed_args.disable_freed
+    if reason is None:
+        return
+    if not reason.strip():
+        raise exceptions.CommandError(
+            '--disable-freed: needs a reason, got an empty one')
+    if plan is None or plan.kind != kinds.FREE_HOSTS.name:
+        raise exceptions.CommandError(
+            '--disable-freed: %s frees no hypervisor; only a plan made by '
+            '"openstack leveller plan --free-hosts" does' % (
+                'planning now' if plan is None else
+                '%s is a %s plan, which' % (parsed_args.plan_file,
+                                            plan.kind)))
+
+
+def _disable_freed(parsed_args, plan, snapshot, run, actions, journal, say):
+    """Disable the compute service of each hypervisor the plan frees that
+    is empty once the run ends (read again: a run with --batch, or one
+    resumed, frees them over several runs); False when one could not be.
+    Hypervisors with no move off them (empty already) are left as they
+    are."""
+    reason = parsed_args.disable_freed
+    off = {}
+    for move in plan.moves:
+        off.setdefault(move.source, []).append(move)
+    names = [n for n in freeing.freed_hosts(plan) if n in off
+             and snapshot.hypervisor(n) is not None]
+    if parsed_args.dry_run:
+        ran = {r.move.source for r in run.results
+               if r.status != executor.DRY_RUN}
+        for name in names:
+            if name not in ran:
+                say('Would disable the compute service of %s: %s' % (
+                    snapshot.hypervisor(name).host, reason))
+        return True
+    if not names:
+        return True
+    try:
+        now = actions.snapshot([m for n in names for m in off[n]])
+    except executor.ActionError as exc:
+        say('Left enabled: the compute services of %s: %s' % (
+            ', '.join(names), exc))
+        return False
+    ok = True
+    for name in names:
+        hyp = now.hypervisor(name) or snapshot.hypervisor(name)
+        left = now.servers_on(name)
+        if left:
+            say('Left enabled: the compute service of %s (%s still on %s)' % (
+                hyp.host, common.plural(len(left), 'server'), name))
+            continue
+        if hyp.service.status == 'disabled':
+            continue  # by an earlier run of the plan, say
+        # Journalled first, like a migration (evacuate's set_service).
+        try:
+            journal('disable-service', host=hyp.host, reason=reason)
+        except executor.JournalError as exc:
+            say('Left enabled: the compute service of %s: the journal '
+                'cannot record it: %s' % (hyp.host, exc))
+            return False
+        try:
+            actions.set_service(hyp.host, False, reason)
+        except executor.ActionError as exc:
+            say('Problem: %s' % exc)
+            ok = False
+            continue
+        say('Disabled the compute service of %s (freed): %s'
+            % (hyp.host, reason))
+    return ok
 
 
 def _check_cloud(path, plan, snapshot, say):

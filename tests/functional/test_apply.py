@@ -118,6 +118,11 @@ class TestApplyGuards(ApplyTestCase):
         server = base.openstack('server', 'show', rows[0]['Server'])
         self.assertEqual('hv01', server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual('ACTIVE', server['status'])
+        # Nova's own record: the migration failed, towards the faulty host.
+        last = max(base.connection().compute.migrations(
+            instance_uuid=server['id']), key=lambda m: m.created_at)
+        self.assertEqual('failed', last.status)
+        self.assertNotEqual('hv01', last.dest_compute)
         failed = [e for e in self.journal() if e['event'] == 'failed']
         self.assertEqual(rows[0]['Server'], failed[0]['server'])
         self.assertEqual(3, self.journal()[-1]['exit_code'])

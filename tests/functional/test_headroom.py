@@ -1,5 +1,6 @@
-"""N+1 headroom on the devcloud's fragmented scenario: free RAM that adds
-up to a hypervisor's servers, in pieces too small for the largest one."""
+"""N+1 headroom and plan --make-room on the devcloud's fragmented scenario:
+free RAM that adds up to a hypervisor's servers, in pieces too small for
+the largest one."""
 
 import os
 import tempfile
@@ -10,6 +11,7 @@ from tests.functional import base
 from tests.functional import test_evacuate
 
 DOMAIN = 'az1/Cascadelake-Server'
+IMAGE = '11111111-1111-4111-8111-111111111111'  # the devcloud's fake Glance
 
 
 class TestFragmentedHeadroom(test_evacuate.Evacuating,
@@ -98,3 +100,34 @@ class TestFragmentedHeadroom(test_evacuate.Evacuating,
         self.assertIn('1 server fit nowhere: big-1', err)
         self.assertIn('nothing was moved', err)
         self.assertEqual(before, self.hosts())
+
+    def test_3_make_room_turns_no_valid_host_into_a_server(self):
+        # lv.huge fits on no hypervisor of az1 (az2's are empty): Nova says
+        # No valid host, until plan --make-room's one move is applied.
+        def create():
+            return base.openstack(
+                'server', 'create', '--flavor', 'lv.huge', '--image',
+                IMAGE, '--nic', 'none', '--availability-zone', 'az1',
+                '--wait', 'room-huge', parse=False, check=False, timeout=300)
+        self.addCleanup(base.openstack, 'server', 'delete', '--wait',
+                        'room-huge', parse=False, check=False)
+        result = create()
+        self.assertNotEqual(0, result.returncode)
+        fault = base.openstack('server', 'show', 'room-huge')['fault']
+        self.assertIn('No valid host was found', str(fault))
+        base.openstack('server', 'delete', '--wait', 'room-huge',
+                       parse=False)
+        plan = os.path.join(os.path.dirname(self.config), 'room.json')
+        result = base.openstack(
+            'leveller', 'plan', '--make-room', 'lv.huge',
+            '--availability-zone', 'az1', '--output-file', plan,
+            parse=False, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('Room for the flavor: 1 live migration', result.stderr)
+        result = base.openstack('leveller', 'apply', '--config', self.config,
+                                plan, parse=False, check=False, timeout=900)
+        self.assertEqual(0, result.returncode, result.stderr)
+        result = create()
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual('ACTIVE', base.openstack(
+            'server', 'show', 'room-huge')['status'])

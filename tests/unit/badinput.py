@@ -1154,7 +1154,70 @@ def gen_flags(rng, count):
         cases.append(Case('flag', ' '.join(argv[1:]).replace(DIR, '.'),
                           argv, expect=expect, code=code,
                           files=dict(files)))
-    return cases + journal_paths() + spread_flags()
+    return cases + journal_paths() + make_room_flags() + free_hosts_flags() \
+        + spread_flags()
+
+
+def make_room_flags():
+    """plan --make-room FLAVOR[:COUNT]: a malformed or impossible ask,
+    a flavor no server of the snapshot has, one Nova does not know, and
+    the options it does not go with."""
+    plan = ['leveller', 'plan', '--snapshot', DIR + '/snapshot.json']
+    files = {'snapshot.json': to_json(snapshot_doc()),
+             'targets.yaml': 'hot0: hv2\n'}
+    table = [(['--make-room', value], '--make-room', 'COUNT')
+             for value in ('f4x16:0', 'f4x16:-1', 'f4x16:x', 'f4x16:',
+                           'f4x16:1.5', 'f4x16:99999')]
+    table += [
+        (['--make-room', ':2'], '--make-room :2', 'no flavor named'),
+        (['--make-room', ''], '--make-room', 'empty'),
+        (['--make-room', 'nosuch'], 'no server in the snapshot has flavor '
+         'nosuch', 'plan live'),
+        (['--aggregate', 'agg-hv1'], '--aggregate goes with --make-room'),
+        (['--make-room', 'f4x16', '--aggregate', 'nosuch'],
+         '--aggregate nosuch'),
+        (['--make-room', 'f4x16', '--explain', 'hot0'], '--explain',
+         '--make-room'),
+        (['--make-room', 'f4x16', '--target-placement',
+          DIR + '/targets.yaml'], '--target-placement', '--make-room')]
+    cases = [Case('flag', ' '.join(plan[1:] + argv).replace(DIR, '.'),
+                  plan + argv, expect=expect, files=dict(files))
+             for argv, *expect in table]
+    cases.append(Case('flag', 'plan --make-room of a flavor Nova lacks',
+                      ['leveller', 'plan', '--make-room', 'lv.nosuch'],
+                      expect=('--make-room lv.nosuch', 'Nova has no flavor '
+                              'named lv.nosuch'), cloud=Cloud()))
+    return cases
+
+
+def free_hosts_flags():
+    """plan --free-hosts N and apply --disable-freed: every case, always."""
+    snap = DIR + '/snapshot.json'
+    files = {'snapshot.json': to_json(snapshot_doc()),
+             'plan.json': to_json(plan_doc()), 'targets.yaml': 'hot0: hv2\n'}
+    plan = ['leveller', 'plan', '--snapshot', snap, '--free-hosts']
+    apply = ['leveller', 'apply', '--dry-run']
+    table = [(plan + [value], 1, ('--free-hosts %s' % value[:20],
+                                  'N must be a positive whole number'))
+             for value in ('0', '-1', '1.5', 'two', 'nan', '1e3', ' ',
+                           '\u0663', '9' * 5000)]
+    table += [
+        (plan + ['99'], 1, ('--free-hosts 99: 99 hypervisors cannot be '
+                            'freed in every balancing domain: at most',)),
+        (plan + ['1', '--target-placement', DIR + '/targets.yaml'], 1,
+         ('--free-hosts and --target-placement do not go together',)),
+        (plan + ['--explain', 'hot0'], 1,
+         ('--free-hosts and --explain do not go together',)),
+        (apply + [DIR + '/plan.json', '--disable-freed', 'repurposing'], 1,
+         ('--disable-freed: %s/plan.json is a balance plan' % DIR,)),
+        (apply + ['--disable-freed', 'repurposing'], 1,
+         ('--disable-freed: planning now frees no hypervisor',)),
+        (apply + [DIR + '/plan.json', '--disable-freed', ''], 1,
+         ('--disable-freed: needs a reason',)),
+        (apply + ['--disable-freed'], 2, ('--disable-freed',))]
+    return [Case('flag', ' '.join(argv[1:]).replace(DIR, '.'), argv,
+                 expect=expect, code=code, files=dict(files))
+            for argv, code, expect in table]
 
 
 def journal_paths():
@@ -1202,9 +1265,13 @@ def spread_flags():
     table += [
         (['--spread'], 2, ('--spread', 'expected one argument')),
         (['--spread', 'count', '--explain', 'hot0'], 1,
-         ('--spread and --explain do not go together',)),
+         ('--explain and --spread do not go together',)),
         (['--spread', 'count', '--target-placement', DIR + '/targets.yaml'],
-         1, ('--spread and --target-placement do not go together',))]
+         1, ('--target-placement and --spread do not go together',)),
+        (['--spread', 'count', '--make-room', 'f4x16'], 1,
+         ('--make-room and --spread do not go together',)),
+        (['--spread', 'count', '--free-hosts'], 1,
+         ('--free-hosts and --spread do not go together',))]
     return [Case('flag', ' '.join(plan[1:] + argv).replace(DIR, '.'),
                  plan + argv, expect=expect, code=code, files=dict(files))
             for argv, code, expect in table]

@@ -989,6 +989,7 @@ class StandIn:
                 ('GET', '/v2.1/os-server-groups', self._groups, True),
                 ('GET', '/v2.1/os-server-groups/{id}', self._group, True),
                 ('GET', '/v2.1/os-migrations', self._migrations, True),
+                ('GET', '/v2.1/flavors/detail', self._flavors, True),
             ],
             'placement': [
                 ('GET', '/', self._placement_versions, False),
@@ -2195,6 +2196,23 @@ class StandIn:
         if req.version >= (2, 41):
             view['uuid'] = a['uuid']
         return view
+
+    def _flavors(self, req):
+        """Nova's flavor list at 2.61: the flavors of the servers, then
+        those of more_flavors (dicts as Nova shows them)."""
+        found = {}
+        for s in self._server_list.values():
+            f = s['flavor']
+            found.setdefault(f['original_name'], {
+                'id': derived_uuid('flavor', f['original_name']),
+                'name': f['original_name'], 'vcpus': f['vcpus'],
+                'ram': f['ram'], 'disk': f['disk'],
+                'OS-FLV-EXT-DATA:ephemeral': f['ephemeral'],
+                'swap': f['swap'] or '',
+                'extra_specs': dict(f['extra_specs'])})
+        for f in getattr(self, 'more_flavors', ()):
+            found.setdefault(f['name'], f)
+        return {'flavors': list(found.values())}
 
     def _aggregates(self, req):
         self._policy(req, 'os_compute_api:os-aggregates:index')

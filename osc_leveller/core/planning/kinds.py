@@ -66,6 +66,17 @@ DRAIN_COLD = declare(Kind(
     'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
     saved=False, title='a drain, stopped servers cold'))
 
+# plan --make-room FLAVOR[:COUNT] (core/planning/room.py): moves after which
+# new servers of a flavor fit; each re-checked with every rule of its policy.
+MAKE_ROOM = declare(Kind(
+    'make-room', policies.MAKE_ROOM, lambda moves: checks.make_room,
+    title='moves making room for a flavor',
+    heading='Room for the flavor'))
+# plan --free-hosts (core/planning/freeing.py): every check, and each move
+# must still free its source (checks.FreeHostsPlan).
+FREE_HOSTS = declare(Kind(
+    'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
+    title='a plan freeing hypervisors', heading='Free hosts'))
 # plan --spread count (core/planning/spread.py): every rule of balancing,
 # and each move must still narrow its two hypervisors' count gap.
 SPREAD = declare(Kind(

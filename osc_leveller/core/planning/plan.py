@@ -78,7 +78,8 @@ class Plan:
 
 
 def build(snapshot, options, moves, before, after, created, note='',
-          kind=kinds.BALANCE, held=None, lost=None, forecast=None, targets=None):
+          kind=kinds.BALANCE, held=None, lost=None, forecast=None, targets=None,
+          entries=None):
     """The Plan of moves made on snapshot with options (PlannerOptions).
 
     before, after: the scoring.DomainStats of every domain before and after
@@ -87,7 +88,8 @@ def build(snapshot, options, moves, before, after, created, note='',
     lost: {domain: why it had no N+1 to keep, with keep_n_plus_one};
     forecast: {domain: {figure: skill.Skill}}, the forecast's measured
     skill and the weight it had; targets: {domain: its target}, recorded
-    when forecast_target is set.
+    when forecast_target is set; entries: {domain: {key: value}}, a
+    kind's own items of its domains' entries (plan --free-hosts: freed).
     """
     held = held or {}
     lost = lost or {}
@@ -109,7 +111,8 @@ def build(snapshot, options, moves, before, after, created, note='',
                     if b.domain in forecast else {}),
                  **({'target': round(targets[b.domain], 6)}
                     if options.forecast_target is not None and targets
-                    else {}))
+                    else {}),
+                 **(entries or {}).get(b.domain, {}))
             for b, a in zip(before, after)),
         fingerprint=fingerprint(snapshot),
         snapshot_taken_at=snapshot.taken_at,

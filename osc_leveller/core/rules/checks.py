@@ -64,6 +64,12 @@ def placement(move, snapshot, state, rules):
     return recheck(move, snapshot, state, rules, policies.PLACEMENT)
 
 
+def make_room(move, snapshot, state, rules):
+    """A move making room for new servers of a flavor: every rule of its
+    policy, against the cloud now."""
+    return recheck(move, snapshot, state, rules, policies.MAKE_ROOM)
+
+
 def drain(cold_migrate_stopped):
     """The check of a drain's moves (stopped servers cold, or staying)."""
     policy = policies.drain(cold_migrate_stopped)
@@ -132,6 +138,39 @@ def _exchange(moves, state):
             '%.2f, %s is at %.2f' % (worst, after.score(worst), hottest,
                                      state.score(hottest)), NO_GAIN)
     return None
+
+
+NOT_FREED = 'not_freed'
+
+
+class FreeHostsPlan:
+    """The checks of a plan freeing hypervisors (plan --free-hosts): every
+    check of policy.FREE_HOSTS, and the move must still free its source:
+    each server now there is one the plan moves off it. A server that
+    arrived since, or one the plan no longer sees there, would keep the
+    host busy, and the moves off it would be churn for nothing."""
+
+    def __init__(self, moves):
+        self.leaving = {}  # source -> the servers the plan moves off it
+        for move in moves:
+            self.leaving.setdefault(move.source, set()).add(move.server_id)
+
+    def __call__(self, move, snapshot, state, rules):
+        reason = recheck(move, snapshot, state, rules, policies.FREE_HOSTS)
+        if reason:
+            return reason
+        planned = self.leaving.get(move.source, set())
+        staying = sorted(
+            s.label for s in snapshot.servers_on(move.source)
+            if s.id not in planned and state.host_of(s.id) == move.source)
+        if staying:
+            return filters.Refusal(
+                '%s would not be freed: %s %s on it and not in the plan' % (
+                    move.source, ', '.join(staying[:3]) + (
+                        ' and %d more' % (len(staying) - 3)
+                        if len(staying) > 3 else ''),
+                    'is' if len(staying) == 1 else 'are'), NOT_FREED)
+        return None
 
 
 # plan --spread count: a move that no longer narrows the gap between the

@@ -84,8 +84,25 @@ DRAIN = Policy('drain', filters.rules_named('stopped_stay') + _DRAIN)
 DRAIN_COLD = Policy('drain, stopped servers cold', _DRAIN)
 
 
+# plan --make-room (core/planning/room.py): what Nova refuses, locks and
+# opt-outs, the projects and hypervisors the options select; every
+# destination rule, the ceiling and saturation included. Making room does
+# not wait for a cooldown, nor need to even out the load.
+MAKE_ROOM = Policy('make-room', _NOVA + filters.rules_named(
+    'source_in_scope'))
+
+
 def drain(cold_migrate_stopped):
     return DRAIN_COLD if cold_migrate_stopped else DRAIN
+
+
+# plan --free-hosts (core/planning/freeing.py): what Nova refuses, locks and
+# opt-outs, and the hypervisors and projects in scope, as for a target
+# placement; but every destination rule, the ceiling and saturation
+# included: freeing hosts is the leveller's choice of destinations, so it
+# makes no new hot spot.
+FREE_HOSTS = Policy('free-hosts', _NOVA + filters.rules_named(
+    'source_in_scope', 'source_usable'))
 
 
 # plan --spread count (core/planning/spread.py): a rearrangement run from

@@ -1,0 +1,373 @@
+"""Freeing hypervisors: hosts freed, GiB moved and moves Nova would refuse.
+
+On generated clusters (benchmarks/generate.py, a light fill so that hosts
+can be freed), side by side in one run:
+
+- leveller: ``plan --free-hosts`` (core/planning/freeing.py), when this
+  checkout has it;
+- watcher: Watcher's ``vm_workload_consolidation``, run offline by the
+  harness in ../shared/bench/watcher_baseline (when its venv exists);
+- ffd: a first-fit-decreasing packer, what a home-made script does: the
+  emptiest hypervisors first, each server (largest first) onto the fullest
+  other hypervisor with room under Placement's capacity, a host freed only
+  when all its servers fit;
+- milp: the exact optimum (scipy.optimize.milp, HiGHS) on clusters of at
+  most --milp-hosts hypervisors: the most hypervisors freed with at most as
+  many moves as the leveller made, then the fewest GiB, under the rules a
+  plan must keep (below).
+
+Every plan is replayed, in order, through the leveller's rules (the target
+placement's policy: Nova's rules, locks, opt-outs, every destination rule
+including capacity, server groups, the ceiling and saturation; a stopped
+server migrates cold). A move that one of Nova's rules refuses is
+infeasible; one that only the leveller's own rules refuse (filters.CHOICES:
+keeping a server in its zone, soft groups as hard ...) is counted apart.
+A hypervisor is freed when it hosted servers and hosts none after the plan:
+as planned, and as Nova would run it (the moves Nova refuses not made).
+
+The MILP keeps: who may move at all, the static destination rules (AZ, CPU,
+aggregates, traits, service, ...), Placement capacity per resource class,
+hard anti-affinity (at most one member per hypervisor) and affinity
+(members stay), the ceiling on the host score. Its plan is replayed like
+the others.
+
+    python benchmarks/consolidation.py --hosts 20 --servers 200 --seed 1 \\
+        [--hosts 1000 --servers 20000 ...] [--json F]
+"""
+
+import argparse
+import collections
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from scipy import optimize
+from scipy import sparse
+import tabulate
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks import generate  # noqa: E402
+from osc_leveller.core.load import state as state_mod  # noqa: E402
+from osc_leveller.core.model import model  # noqa: E402
+from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.planning import context  # noqa: E402
+from osc_leveller.core.planning import paths  # noqa: E402
+from osc_leveller.core.rules import filters  # noqa: E402
+from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import options as opts  # noqa: E402
+
+WATCHER = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'shared',
+                       'bench', 'watcher_baseline')
+WATCHER_PY = os.path.expanduser('~/.cache/watcher-baseline-venv/bin/python')
+RESOURCES = (model.VCPU, model.MEMORY_MB, model.DISK_GB)
+# Refusals of Nova's rules: the move would fail (not the leveller's own).
+NOVA_REFUSES = frozenset(r.code for r in filters.RULES) - filters.CHOICES
+
+
+def options():
+    return dataclasses.replace(opts.PlannerOptions(), cooldown_hours=0.0)
+
+
+def freed(snap, moves):
+    """The hypervisors that hosted servers and host none after moves."""
+    where = {s.id: s.hypervisor for s in snap.servers}
+    for sid, dest in moves:
+        where[sid] = dest
+    before = {s.hypervisor for s in snap.servers}
+    return sorted(before - set(where.values()))
+
+
+def infeasible(snap, moves):
+    """({rule code: moves the leveller's rules refuse}, the moves Nova
+    would make), replayed in order."""
+    ctx = context.Context(snap, options())
+    state, refused, made = ctx.new_state(), collections.Counter(), []
+    for sid, dest in moves:
+        server = ctx.snapshot.server(sid)
+        who = policy.DRAIN_COLD if server.status in \
+            model.STOPPED_STATUSES else policy.PLACEMENT
+        reason = who.why_not_to(
+            server, ctx.snapshot.hypervisor(dest), state, ctx.rules)
+        code = getattr(reason, 'code', None) if reason else None
+        if reason:
+            refused[code or str(reason)[:30]] += 1
+        if code not in NOVA_REFUSES:
+            state.apply(sid, dest)
+            made.append((sid, dest))
+    return dict(refused), made
+
+
+def gib(snap, moves):
+    return sum(snap.server(sid).ram_gb for sid, _ in moves)
+
+
+# --- the packers ------------------------------------------------------------
+
+def ffd(snap):
+    """First-fit decreasing under Placement capacity alone: moves."""
+    state = state_mod.new_state(snap)
+    hosts = [h for h in snap.hypervisors if h.usable]
+    on = collections.defaultdict(list)
+    for server in snap.servers:
+        on[server.hypervisor].append(server)
+
+    def used(name):
+        return state.usage(name, model.MEMORY_MB)
+    moves, gone = [], set()
+    for source in sorted(hosts, key=lambda h: (used(h.name), h.name)):
+        if not on[source.name]:
+            continue
+        trial, planned = state.copy(), []
+        for server in sorted(on[source.name],
+                             key=lambda s: (-s.ram_gb, s.id)):
+            fullest = sorted(hosts, key=lambda h: (
+                -trial.usage(h.name, model.MEMORY_MB), h.name))
+            dest = next((h for h in fullest if h.name != source.name and
+                         h.name not in gone and _fits(server, h, trial)),
+                        None)
+            if dest is None:
+                break
+            trial.apply(server.id, dest.name)
+            planned.append((server, dest.name))
+        else:
+            state = trial
+            gone.add(source.name)
+            for server, dest in planned:
+                moves.append((server.id, dest))
+                on[dest].append(server)
+            on[source.name] = []
+    return moves
+
+
+def _fits(server, hyp, state):
+    for rc, amount in server.resources.items():
+        inv = hyp.inventories.get(rc)
+        if inv is None or state.usage(hyp.name, rc) + amount > inv.capacity:
+            return False
+    return True
+
+
+def watcher(path):
+    """Watcher's vm_workload_consolidation: (moves, seconds, status)."""
+    if not os.path.exists(WATCHER_PY):
+        return None, 0.0, 'no venv (bash %s/setup.sh)' % WATCHER
+    result = subprocess.run(
+        [WATCHER_PY, os.path.join(WATCHER, 'run_watcher.py'), '--strategy',
+         'vm_workload_consolidation', '--cluster', path], capture_output=True,
+        text=True)
+    try:
+        out = json.loads(result.stdout)
+    except ValueError:
+        return None, 0.0, 'error: %s' % result.stderr.strip()[-300:]
+    return ([(m['server'], m['destination'])
+             for m in out.get('migrations', ())],
+            out.get('wall_time_s', 0.0), out.get('status'))
+
+
+def leveller(snap):
+    """plan --free-hosts, when this checkout has it: (moves, seconds)."""
+    try:
+        from osc_leveller.core.planning import freeing
+    except ImportError:
+        return None, 0.0
+    started = time.process_time()
+    plan = freeing.make_plan(snap, options())
+    return ([(m.server_id, m.destination) for m in plan.moves],
+            time.process_time() - started)
+
+
+def milp(snap, max_moves, seconds=120.0):
+    """The most hypervisors freed with at most max_moves moves, then the
+    fewest GiB: (moves, status)."""
+    ctx = context.Context(snap, options())
+    snapshot, rules, state = ctx.snapshot, ctx.rules, ctx.new_state()
+    hosts = [h for h in snapshot.hypervisors if h.usable]
+    index = {h.name: i for i, h in enumerate(hosts)}
+    servers = [s for s in snapshot.servers if s.hypervisor in index]
+    may = {s.id: policy.PLACEMENT.why_not(s, rules) is None and
+           not _in_affinity(s, rules) for s in servers}
+    pairs = []  # (server index, host index)
+    for i, server in enumerate(servers):
+        home = index[server.hypervisor]
+        pairs.append((i, home))
+        if not may[server.id]:
+            continue
+        for h in hosts:
+            if h.name != server.hypervisor and filters.first_reason(
+                    paths.STATIC_FILTERS, server, h, state, rules) is None:
+                pairs.append((i, index[h.name]))
+    n_x, n_y = len(pairs), len(hosts)
+    # Variables: x (server on host), then y (host still used).
+    cost = np.zeros(n_x + n_y)
+    cost[n_x:] = 1.0  # fewest hosts used ...
+    for k, (i, h) in enumerate(pairs):  # ... then the fewest GiB moved
+        if index[servers[i].hypervisor] != h:
+            cost[k] = servers[i].ram_gb * 1e-6
+    rows, cols, vals, lower, upper = [], [], [], [], []
+
+    def constraint(terms, low, high):
+        row = len(lower)
+        for col, val in terms:
+            rows.append(row)
+            cols.append(col)
+            vals.append(val)
+        lower.append(low)
+        upper.append(high)
+    by_server = collections.defaultdict(list)
+    by_host = collections.defaultdict(list)
+    for k, (i, h) in enumerate(pairs):
+        by_server[i].append(k)
+        by_host[h].append(k)
+    for i in range(len(servers)):  # each server on one host
+        constraint([(k, 1.0) for k in by_server[i]], 1, 1)
+    for h, hyp in enumerate(hosts):
+        for rc in RESOURCES:
+            inv = hyp.inventories.get(rc)
+            need = [(k, float(servers[pairs[k][0]].resources.get(rc, 0)))
+                    for k in by_host[h]]
+            need = [(k, v) for k, v in need if v]
+            if not need:
+                continue
+            capacity = inv.capacity if inv is not None else 0.0
+            # Over capacity already: its current use is the limit.
+            capacity = max(capacity, sum(
+                v for k, v in need if index[servers[pairs[k][0]]
+                                            .hypervisor] == h))
+            constraint(need + [(n_x + h, -capacity)], -np.inf, 0)
+        for k in by_host[h]:  # a host with a server is used
+            constraint([(k, 1.0), (n_x + h, -1.0)], -np.inf, 0)
+        # The ceiling: the host score with its servers' parts.
+        parts = [(k, sum(state.load_model.server_parts(
+            servers[pairs[k][0]].id, hyp.name))) for k in by_host[h]]
+        base = state.score(hyp.name) - sum(
+            v for k, v in parts if index[servers[pairs[k][0]].hypervisor]
+            == h)
+        limit = max(ctx.options.ceiling, state.score(hyp.name)) - base
+        constraint(parts, -np.inf, limit)
+    for group in snapshot.server_groups:  # hard anti-affinity
+        if group.policy != 'anti-affinity':
+            continue
+        members = {i for i, s in enumerate(servers)
+                   if s.id in rules.group_members.get(group.id, ())}
+        for h in range(n_y):
+            terms = [(k, 1.0) for k in by_host[h] if pairs[k][0] in members]
+            if len(terms) > 1:
+                constraint(terms, -np.inf, 1)
+    moved = [(k, 1.0) for k, (i, h) in enumerate(pairs)
+             if index[servers[i].hypervisor] != h]
+    constraint(moved, -np.inf, max_moves)
+    matrix = sparse.csr_array((vals, (rows, cols)),
+                              shape=(len(lower), n_x + n_y))
+    result = optimize.milp(
+        cost, integrality=np.ones(n_x + n_y),
+        bounds=optimize.Bounds(0, 1),
+        constraints=optimize.LinearConstraint(matrix, lower, upper),
+        options={'time_limit': seconds})
+    if result.x is None:
+        return None, result.message
+    moves = [(servers[i].id, hosts[h].name)
+             for k, (i, h) in enumerate(pairs)
+             if result.x[k] > 0.5 and index[servers[i].hypervisor] != h]
+    return moves, 'optimal' if result.status == 0 else result.message
+
+
+def _in_affinity(server, rules):
+    return any(g.policy == 'affinity' for g in rules.groups_of.get(
+        server.id, ()))
+
+
+# --- the run ----------------------------------------------------------------
+
+def row(name, snap, moves, seconds, status=''):
+    if moves is None:
+        return dict(planner=name, status=status)
+    refused, made = infeasible(snap, moves)
+    return dict(planner=name, freed=len(freed(snap, moves)),
+                run=len(freed(snap, made)),
+                moves=len(moves), gib=round(gib(snap, moves)),
+                infeasible=sum(n for code, n in refused.items()
+                               if code not in filters.CHOICES),
+                own=sum(n for code, n in refused.items()
+                        if code in filters.CHOICES),
+                refused=refused,
+                seconds=round(seconds, 2), status=status or 'ok')
+
+
+def bench(hosts, servers, seed, milp_hosts):
+    cluster = generate.generate(hosts, servers, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'c.json')
+        with open(path, 'w') as stream:
+            json.dump(cluster, stream)
+        snap = snapshot_io.load(path)
+        rows = []
+        ours, seconds = leveller(snap)
+        rows.append(row('leveller', snap, ours, seconds,
+                        '' if ours is not None else 'not in this checkout'))
+        moves, seconds, status = watcher(path)
+        rows.append(row('watcher', snap, moves, seconds, status))
+        started = time.process_time()
+        moves = ffd(snap)
+        rows.append(row('ffd', snap, moves, time.process_time() - started))
+        if hosts <= milp_hosts:
+            limit = len(ours) if ours is not None else len(moves)
+            started = time.process_time()
+            moves, status = milp(snap, limit)
+            rows.append(row('milp (at most %d moves)' % limit, snap, moves,
+                            time.process_time() - started, status))
+    return {'hosts': hosts, 'servers': len(cluster['servers']),
+            'seed': seed, 'rows': rows}
+
+
+COLUMNS = ('planner', 'freed', 'run', 'moves', 'gib', 'infeasible', 'own',
+           'seconds', 'status')
+
+
+def table(results):
+    lines = []
+    for result in results:
+        lines.append('\n%d hypervisors, %d servers, seed %d\n' % (
+            result['hosts'], result['servers'], result['seed']))
+        lines.append(tabulate.tabulate(
+            [[r.get(c, '') for c in COLUMNS] for r in result['rows']],
+            headers=('planner', 'hosts freed', 'freed as Nova runs it',
+                     'moves', 'GiB moved',
+                     'Nova refuses', 'the leveller\'s own rules refuse',
+                     'seconds', 'status'),
+            tablefmt='github', disable_numparse=True))
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, action='append')
+    parser.add_argument('--servers', type=int, action='append')
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--milp-hosts', type=int, default=40,
+                        help='the MILP runs on clusters of at most this '
+                             'many hypervisors')
+    parser.add_argument('--json')
+    args = parser.parse_args(argv)
+    sizes = list(zip(args.hosts or [20], args.servers or [200]))
+    results = [bench(h, s, args.seed, args.milp_hosts) for h, s in sizes]
+    print(table(results))
+    if args.json:
+        with open(args.json, 'w') as stream:
+            json.dump({'date': datetime.date.today().isoformat(),
+                       'python': platform.python_version(),
+                       'results': results}, stream, indent=1)
+            stream.write('\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

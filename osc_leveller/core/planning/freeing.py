@@ -1,0 +1,277 @@
+"""Free hypervisors (plan --free-hosts [N]): empty as many as possible in
+each balancing domain, or N in each, moving the fewest GiB.
+
+One domain (scoring.domain_of) at a time, over its usable hypervisors in
+scope. Hypervisors already empty are free at no cost and count first.
+Then, again and again, the hypervisor whose movable servers hold the
+least RAM now is tried: its servers, largest first, each go to the
+fullest hypervisor (most RAM allocated, then highest score) that is not
+free and accepts it under every destination rule of policy.FREE_HOSTS
+(Nova's rules, capacity, the ceiling, saturation). Filling the fullest
+first (best fit) keeps the roomiest hypervisors whole for the candidates
+after, and keeps free the ones already freed.
+
+A hypervisor is not freeable, and the plan says why, when a server on it
+may not move (locked, pinned, PCI, opted out: the policy's reason), when
+one of its servers fits nowhere (the reasons counted, as a drain counts
+them), or, with keep_n_plus_one, when the hypervisors left in its domain
+would lose N+K headroom (core/rules/headroom.py). Its trial moves are
+rolled back; it never makes the plan fail.
+"""
+
+import bisect
+import collections
+import dataclasses
+import time
+
+from osc_leveller.core.load import scoring
+from osc_leveller.core.model import model
+from osc_leveller.core.planning import context
+from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import plan as plan_mod
+from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import headroom
+
+KIND = kinds.FREE_HOSTS
+SHOWN = 3  # refusals named in a reason
+# The codes of a hypervisor's own reasons for staying busy; a server that
+# may not move gives its rule's code.
+UNPLACED = 'unplaced'
+NO_HEADROOM = 'headroom'
+
+
+class TooMany(ValueError):
+    """N hypervisors cannot be freed in some domain; says what can."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Freed:
+    hypervisor: str
+    domain: str
+    servers: tuple  # labels of the servers it held
+    ram_gb: float  # RAM of those servers
+
+
+@dataclasses.dataclass(frozen=True)
+class Freeing:
+    moves: tuple  # plan.Move, in wave order
+    freed: tuple  # Freed, per domain in the order freed
+    not_freed: tuple  # (hypervisor, domain, reason)
+    stats: tuple  # (before, after): scoring.DomainStats of each domain
+
+
+def free_hosts(snapshot, options, count=None, headroom_k=1):
+    """A Freeing of the snapshot: count (None: as many as possible) free
+    hypervisors in each domain; with options.keep_n_plus_one, each domain
+    keeps N+headroom_k."""
+    planning = context.Context(snapshot, options, KIND.load)
+    freer = _Freer(planning, count, headroom_k)
+    return freer.run()
+
+
+class _Freer:
+    def __init__(self, planning, count, k):
+        self.snapshot = planning.snapshot
+        self.rules = planning.rules
+        self.options = planning.options
+        self.state = planning.new_state()
+        self.count = count
+        self.k = k
+        self.policy = KIND.policy
+        self.by_model = self.options.by_model
+        self.members = collections.defaultdict(list)
+        for hyp in self.snapshot.hypervisors:
+            if hyp.usable and filters.in_scope(hyp, self.options):
+                self.members[scoring.domain_of(hyp, self.by_model)].append(
+                    hyp)
+        self.moves = []
+        self.freed = []
+        self.not_freed = []
+        self.waves = plan_mod.Waves()
+        self.receiving = set()  # hypervisors the moves so far fill
+
+    def stats(self):
+        scores, domain_of = {}, {}
+        for domain, hyps in self.members.items():
+            for hyp in hyps:
+                scores[hyp.name] = self.state.score(hyp.name)
+                domain_of[hyp.name] = domain
+        return scoring.domain_stats(scores, domain_of)
+
+    def run(self):
+        before = self.stats()
+        for domain in sorted(self.members):
+            self._domain(domain, self.members[domain])
+        moves = sorted(self.moves, key=lambda m: m.wave)  # stable
+        return Freeing(tuple(moves), tuple(self.freed),
+                       tuple(self.not_freed), (before, self.stats()))
+
+    def _domain(self, domain, hyps):
+        free = set()
+        for hyp in sorted(hyps, key=lambda h: h.name):
+            if not self.snapshot.servers_on(hyp.name) and \
+                    self._wanted(free):
+                free.add(hyp.name)
+                self.freed.append(Freed(hyp.name, domain, (), 0.0))
+        # Least RAM first. A candidate's servers never change before its
+        # turn: a hypervisor that took servers keeps them (a server moves
+        # once), and is no candidate any more.
+        candidates = sorted(
+            (h for h in hyps if h.name not in free),
+            key=lambda h: (sum(s.ram_gb for s in self.snapshot.servers_on(
+                h.name)), h.name))
+        for hyp in candidates:
+            if not self._wanted(free):
+                break
+            if hyp.name in self.receiving:
+                continue
+            why = self._free(hyp, domain, hyps, free)
+            if why:
+                self.not_freed.append((hyp.name, domain, why))
+            else:
+                free.add(hyp.name)
+
+    def _wanted(self, free):
+        return self.count is None or len(free) < self.count
+
+    def _free(self, hyp, domain, hyps, free):
+        """Empty hyp onto the others of its domain not free; why not, with
+        the state left as it was, or None with its moves made."""
+        servers = sorted(self.snapshot.servers_on(hyp.name),
+                         key=lambda s: (-s.ram_gb, -s.flavor.vcpus, s.label,
+                                        s.id))
+        for server in servers:
+            why = self.policy.why_not(server, self.rules)
+            if why:
+                return filters.Refusal('%s cannot move: %s' % (
+                    server.label, why), getattr(why, 'code', None))
+        # Fullest first, kept in order as servers arrive.
+        targets = sorted((self._fullest(h), h) for h in hyps
+                         if h.name != hyp.name and h.name not in free)
+        saved, moves = self.state.copy(), []
+        for server in servers:
+            dest, refusals = self._destination(server, targets)
+            if dest is None:
+                self.state = saved
+                return filters.Refusal(
+                    'no hypervisor of its domain accepts %s (%.0f GiB): %s'
+                    % (server.label, server.ram_gb, '; '.join(
+                        '%s (%d hypervisor%s)' % (why, n, 's' * (n > 1))
+                        for why, n in refusals.most_common(SHOWN))
+                       or 'no other hypervisor left'), UNPLACED)
+            moves.append((server, dest, self._move(server, dest)))
+            index = next(i for i, (_, h) in enumerate(targets) if h is dest)
+            del targets[index]
+            bisect.insort(targets, (self._fullest(dest), dest))
+        if self.options.keep_n_plus_one:
+            names = {h.name for _, h in targets}
+            found = headroom.of_domains(self.snapshot, self.state, self.rules,
+                                        self.k, names=names)
+            lost = [f for f in found if f.domain == domain and not f.ok]
+            if lost:
+                self.state = saved
+                return filters.Refusal(
+                    'freeing it would leave %s without N+%d headroom: %s'
+                    % (domain, self.k, lost[0].why()), NO_HEADROOM)
+        self.freed.append(Freed(hyp.name, domain, tuple(
+            s.label for s in servers), sum(s.ram_gb for s in servers)))
+        for server, dest, scores in moves:
+            self.receiving.add(dest.name)
+            self.moves.append(self._planned(server, hyp, dest, domain,
+                                            scores))
+        return None
+
+    def _destination(self, server, targets):
+        """The fullest target that accepts the server, and the refusals
+        of the others counted by clause. targets: [(_fullest, hypervisor)],
+        sorted.
+
+        Most of the fullest have no RAM left for it: the capacity rule
+        would refuse them, so only those with room are asked, unless none
+        accepts it; then every one is, to count why."""
+        need = server.resources.get(model.MEMORY_MB, 0)
+        for _, dest in targets:
+            inv = dest.inventories.get(model.MEMORY_MB)
+            if inv is not None and need and self.state.usage(
+                    dest.name, model.MEMORY_MB) + need > inv.capacity:
+                continue
+            if self.policy.why_not_destination(
+                    server, dest, self.state, self.rules) is None:
+                return dest, None
+        refusals = collections.Counter()
+        for _, dest in targets:
+            why = self.policy.why_not_destination(server, dest, self.state,
+                                                  self.rules)
+            if why is None:  # the RAM test above is the capacity rule's
+                return dest, None
+            refusals[why.split(':')[0]] += 1
+        return None, refusals
+
+    def _fullest(self, hyp):
+        inv = hyp.inventories.get(model.MEMORY_MB)
+        used = self.state.usage(hyp.name, model.MEMORY_MB)
+        share = used / inv.capacity if inv and inv.capacity else 0.0
+        return (-share, -self.state.score(hyp.name), hyp.name)
+
+    def _move(self, server, dest):
+        source = self.state.host_of(server.id)
+        src_before, dst_before = self.state.score(source), \
+            self.state.score(dest.name)
+        self.state.apply(server.id, dest.name)
+        return ((src_before, self.state.score(source)),
+                (dst_before, self.state.score(dest.name)))
+
+    def _planned(self, server, hyp, dest, domain, scores):
+        (src, dst) = scores
+        return plan_mod.Move(
+            server_id=server.id, server_name=server.name, source=hyp.name,
+            destination=dest.name, destination_host=dest.host,
+            wave=self.waves.next(hyp.name, dest.name), domain=domain,
+            ram_gb=server.ram_gb, gain=0.0, source_score=src,
+            destination_score=dst, imbalance=(0.0, 0.0),
+            reason='frees %s: %s goes %.2f -> %.2f, the fullest hypervisor '
+                   'that accepts it' % (hyp.name, dest.host, dst[0], dst[1]))
+
+
+def make_plan(snapshot, options, count=None, headroom_k=1):
+    """The plan (kind free-hosts) of free_hosts; TooMany when count
+    hypervisors cannot be freed in every domain."""
+    created = time.time()
+    found = free_hosts(snapshot, options, count, headroom_k)
+    if count is not None:
+        got = collections.Counter(f.domain for f in found.freed)
+        short = [s.domain for s in found.stats[0] if got[s.domain] < count]
+        if short:
+            raise TooMany(
+                '%d hypervisors cannot be freed in every balancing domain: '
+                'at most %s (free as many as possible without N, or '
+                'choose domains with --availability-zone or --exclude-host)'
+                % (count, ', '.join('%d in %s' % (got[s.domain], s.domain)
+                                    for s in found.stats[0])))
+    before, after = found.stats
+    entries = collections.defaultdict(dict)
+    for freed in found.freed:
+        entries[freed.domain].setdefault('freed', []).append({
+            'hypervisor': freed.hypervisor, 'servers': list(freed.servers),
+            'ram_gb': round(freed.ram_gb, 3)})
+    for name, domain, why in found.not_freed:
+        entries[domain].setdefault('not_freed', []).append({
+            'hypervisor': name, 'reason': str(why)})
+    note = '' if found.moves else (
+        'no hypervisor can be freed' if not found.freed else
+        'the hypervisors freed are empty already')
+    plan = plan_mod.build(snapshot, options, found.moves, before, after,
+                          created, note=note, kind=KIND, entries=entries)
+    # What was asked, beside the planner's options: N per domain (0: as
+    # many as possible), and K of the N+K kept with keep_n_plus_one.
+    asked = {'free_hosts': count or 0}
+    if options.keep_n_plus_one:
+        asked['headroom'] = headroom_k
+    return dataclasses.replace(plan, options=dict(plan.options, **asked))
+
+
+def freed_hosts(plan):
+    """{hypervisor: [server label]} of the hypervisors a free-hosts plan
+    frees, from its domains' entries."""
+    return {f['hypervisor']: f['servers'] for d in plan.domains
+            for f in d.get('freed', ())}
