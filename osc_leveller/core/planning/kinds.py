@@ -37,6 +37,9 @@ class Kind:
     title: str = 'a plan'
     asks: tuple = ()
     heading: str = 'Plan'  # of plan's summary line
+    # The codes of its re-check's own refusals (beyond the rules'), each a
+    # reason class of skipped moves in the metrics file.
+    codes: tuple = ()
 
 
 BY_NAME = {}  # every kind declared, in the order declared
@@ -76,13 +79,14 @@ MAKE_ROOM = declare(Kind(
 # must still free its source (checks.FreeHostsPlan).
 FREE_HOSTS = declare(Kind(
     'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
-    title='a plan freeing hypervisors', heading='Free hosts'))
+    title='a plan freeing hypervisors', heading='Free hosts',
+    codes=(checks.NOT_FREED,)))
 # plan --spread count (core/planning/spread.py): every rule of balancing,
 # and each move must still narrow its two hypervisors' count gap.
 SPREAD = declare(Kind(
     'spread', policies.SPREAD, lambda moves: checks.spread,
     title='a plan evening out server counts',
-    heading='Spread by server count'))
+    heading='Spread by server count', codes=(checks.COUNT_EVEN,)))
 
 
 def saved():

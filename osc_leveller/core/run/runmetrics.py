@@ -27,6 +27,7 @@ from osc_leveller.core.load import forecast
 from osc_leveller.core.load import guard
 from osc_leveller.core.load import scoring
 from osc_leveller.core.planning import context
+from osc_leveller.core.planning import kinds
 from osc_leveller.core.rules import n_plus_one
 from osc_leveller.core.run import executor
 
@@ -46,9 +47,11 @@ STATUSES = {
 # codes are their classes (core/rules/checks.py, core/run/executor.py); a rule's
 # refusal falls in its rule's class, a new rule's too, so that the label
 # values stay this fixed list.
+# The re-checks' own reason classes, then those each kind of plan declares
+# (core/planning/kinds.py).
 _SKIPPED = ('server_gone', 'server_moved', 'destination_gone', 'no_gain',
-            'exchange_stopped',
-            'count_even')  # plan --spread count: the counts need it no more
+            'exchange_stopped') + tuple(dict.fromkeys(
+                code for kind in kinds.BY_NAME.values() for code in kind.codes))
 _RULES = {'cooldown': 'cooldown', n_plus_one.RULE.code: 'n_plus_one'}
 _NOT_STARTED = ('batch_limit', 'earlier_failure', 'not_waited',
                 'cloud_unreadable', 'journal_unwritable', 'interrupted')

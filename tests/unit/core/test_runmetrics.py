@@ -13,6 +13,7 @@ from osc_leveller.core.load import guard
 from osc_leveller.core.load import skill
 from osc_leveller.core.load import state as state_mod
 from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
 from osc_leveller.core.rules import checks
@@ -140,6 +141,18 @@ class TestLabels(unittest.TestCase):
         self.assertEqual('other', runmetrics.labels_of(executor.Result(
             move('a'), executor.NOT_STARTED, 'the batch limit of 1 was '
             'reached'))[1])
+
+    def test_each_kind_of_plan_brings_its_own_classes(self):
+        # Declared with the kind (core/planning/kinds.py), nowhere else.
+        for kind in kinds.BY_NAME.values():
+            for code in kind.codes:
+                with self.subTest(code):
+                    self.assertIn(code, runmetrics.REASONS['skipped'])
+                    self.assertEqual(code, runmetrics.labels_of(
+                        executor.Result(move('a'), executor.SKIPPED,
+                                        filters.Refusal('why', code)))[1])
+        self.assertEqual({'not_freed', 'count_even'}, {
+            code for kind in kinds.BY_NAME.values() for code in kind.codes})
 
     def test_other_statuses(self):
         for status, reason, expected in [
