@@ -40,9 +40,32 @@ class Kind:
     # The codes of its re-check's own refusals (beyond the rules'), each a
     # reason class of skipped moves in the metrics file.
     codes: tuple = ()
+    # goal(options) -> what a plan of it was asked for, from the plan's
+    # options (the report's heading says it); None: levelling the load.
+    goal: object = None
+    counts: bool = False  # its report charts the servers per hypervisor
 
 
 BY_NAME = {}  # every kind declared, in the order declared
+
+
+def _room(options):
+    asked = options.get('make_room') or {}
+    count = asked.get('count', 1)
+    where = ''.join(' in %s %s' % (what, asked[key]) for key, what in (
+        ('availability_zone', 'availability zone'),
+        ('aggregate', 'aggregate')) if asked.get(key))
+    return 'room for %d new server%s of flavor %s%s' % (
+        count, 's' * (count != 1), asked.get('flavor', '?'), where)
+
+
+def _free(options):
+    count = options.get('free_hosts') or 0
+    kept = ', keeping N+%d headroom' % options['headroom'] \
+        if 'headroom' in options else ''
+    return '%s emptied in each balancing domain%s' % (
+        '%d hypervisor%s' % (count, 's' * (count != 1)) if count else
+        'as many hypervisors as possible', kept)
 
 
 def declare(kind):
@@ -61,7 +84,9 @@ PLACEMENT = declare(Kind(
     repeats=True, title='a path to a target placement',
     heading='Path to the target placement',
     asks=('--placement-plan', 'its moves need not even out the load and '
-          'are not held by the cooldown')))
+          'are not held by the cooldown'),
+    goal=lambda options: 'servers to the hypervisors a target placement '
+    'names'))
 DRAIN = declare(Kind(
     'drain', policies.DRAIN, lambda moves: checks.drain(False), saved=False,
     title='a drain'))
@@ -74,19 +99,21 @@ DRAIN_COLD = declare(Kind(
 MAKE_ROOM = declare(Kind(
     'make-room', policies.MAKE_ROOM, lambda moves: checks.make_room,
     title='moves making room for a flavor',
-    heading='Room for the flavor'))
+    heading='Room for the flavor', goal=_room))
 # plan --free-hosts (core/planning/freeing.py): every check, and each move
 # must still free its source (checks.FreeHostsPlan).
 FREE_HOSTS = declare(Kind(
     'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
     title='a plan freeing hypervisors', heading='Free hosts',
-    codes=(checks.NOT_FREED,)))
+    codes=(checks.NOT_FREED,), goal=_free))
 # plan --spread count (core/planning/spread.py): every rule of balancing,
 # and each move must still narrow its two hypervisors' count gap.
 SPREAD = declare(Kind(
     'spread', policies.SPREAD, lambda moves: checks.spread,
     title='a plan evening out server counts',
-    heading='Spread by server count', codes=(checks.COUNT_EVEN,)))
+    heading='Spread by server count', codes=(checks.COUNT_EVEN,),
+    goal=lambda options: 'server counts per hypervisor within one of each '
+    'other in each balancing domain', counts=True))
 
 
 def saved():

@@ -11,6 +11,7 @@ import dataclasses
 
 from osc_leveller.core.load import scoring
 from osc_leveller.core.planning import context
+from osc_leveller.core.planning import kinds
 from osc_leveller.core.rules import filters
 from osc_leveller.core.settings import options as opts
 
@@ -30,6 +31,7 @@ class Host:
     label: str  # the short name, when that is unique in its domain
     before: Load
     after: Load = None  # None: the current state only
+    servers: tuple = ()  # (before, after) server counts; after None: now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,21 @@ class Domain:
     refused: tuple  # Refusal, one per move whose better destination refused
     held: str = ''  # why it stays above the threshold with no move
     n_plus_one: str = ''  # keep_n_plus_one: the loss not absorbed at first
+    freed: tuple = ()  # plan --free-hosts: Freed, in the order freed
+    not_freed: tuple = ()  # plan --free-hosts: NotFreed
+
+
+@dataclasses.dataclass(frozen=True)
+class Freed:
+    hypervisor: str
+    servers: tuple  # labels of the servers it held
+    ram_gb: float
+
+
+@dataclasses.dataclass(frozen=True)
+class NotFreed:
+    hypervisor: str
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +82,10 @@ class Report:
     imbalance_after: float  # None: the current state only
     note: str
     domains: tuple  # Domain, the most imbalanced first
+    # What the plan was asked for beyond levelling (its kind's heading and
+    # goal), and whether its kind charts server counts.
+    goal: str = ''
+    counts: bool = False
 
     @property
     def moves(self):
@@ -77,20 +98,29 @@ def of_plan(snapshot, plan, options):
     planned = context.Context(snapshot, options)  # what was planned on
     before = planned.new_state()
     after = before.copy()
+    counts = {h.name: [len(snapshot.servers_on(h.name))] * 2
+              for h in snapshot.hypervisors}
     for move in plan.moves:
         after.apply(move.server_id, move.destination)
+        counts[move.source][1] -= 1
+        counts[move.destination][1] += 1
     members = _members(planned.snapshot, by_model,
                        lambda h: filters.in_scope(h, options))
     means = (_means(before, members), _means(after, members))
     domains = []
     for entry in plan.domains:
         name = entry['domain']
-        domains.append(_domain(
+        domains.append(dataclasses.replace(_domain(
             name, members.get(name, ()), (before, after),
             (entry['before'], entry['after']),
             (means[0].get(name), means[1].get(name)),
             tuple(m for m in plan.moves if m.domain == name),
-            entry.get('held', ''), entry.get('n_plus_one', '')))
+            entry.get('held', ''), entry.get('n_plus_one', ''), counts),
+            freed=tuple(Freed(f['hypervisor'], tuple(f['servers']),
+                              f['ram_gb']) for f in entry.get('freed', ())),
+            not_freed=tuple(NotFreed(n['hypervisor'], n['reason'])
+                            for n in entry.get('not_freed', ()))))
+    kind = kinds.of(plan.kind)
     return Report(
         kind='plan', snapshot_taken_at=plan.snapshot_taken_at,
         snapshot_source=dict(plan.snapshot_source),
@@ -99,7 +129,9 @@ def of_plan(snapshot, plan, options):
         ceiling=options.ceiling,
         imbalance_before=plan.imbalance_before,
         imbalance_after=plan.imbalance_after, note=plan.note,
-        domains=_hottest_first(domains))
+        domains=_hottest_first(domains),
+        goal='%s: %s' % (kind.heading, kind.goal(plan.options))
+        if kind.goal else '', counts=kind.counts)
 
 
 def of_state(snapshot, options):
@@ -142,14 +174,15 @@ def _means(state, members):
 
 
 def _domain(name, names, states, imbalance, mean, moves, held,
-            n_plus_one=''):
+            n_plus_one='', counts=None):
     """states, imbalance, mean: (before, after), after None for the
-    current state only."""
+    current state only; counts: {hypervisor: [servers before, after]}."""
     labels = short_labels(names)
     before, after = states
     hosts = sorted(
         (Host(n, labels[n], _load(before, n),
-              _load(after, n) if after is not None else None)
+              _load(after, n) if after is not None else None,
+              tuple(counts[n]) if counts else ())
          for n in names), key=lambda h: (-h.before.score, h.hypervisor))
     refused = tuple(Refusal(m.server_name or m.server_id, *m.refused)
                     for m in moves if m.refused)

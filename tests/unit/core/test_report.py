@@ -3,8 +3,10 @@ import unittest
 from osc_leveller.core.load import scoring
 from osc_leveller.core.load import state as state_mod
 from osc_leveller.core.model import snapshot as snapshot_io
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import planner
 from osc_leveller.core.planning import report
+from osc_leveller.core.planning import spread
 from osc_leveller.core.settings import config
 from osc_leveller.core.settings import options as opts
 
@@ -89,6 +91,79 @@ class TestPlanReport(unittest.TestCase):
         self.assertEqual(
             ['az2/Icelake-Server'],
             [d.name for d in self.report.domains if d.held])
+
+
+class TestGoalReports(unittest.TestCase):
+    """A plan of a goal beyond levelling says what it was asked for, and
+    what it made: the hypervisors freed, the server counts."""
+
+    def test_a_balancing_plan_names_no_goal(self):
+        snap, options, plan = demo_plan()
+        got = report.of_plan(snap, plan, options)
+        self.assertEqual(('', False), (got.goal, got.counts))
+        self.assertEqual(set(), {d.freed or d.not_freed for d in got.domains
+                                 if d.freed or d.not_freed})
+
+    def test_free_hosts_lists_each_domains_freed_and_not_freed(self):
+        snap = snapshot_io.load('demo')
+        options = opts.PlannerOptions()
+        for count, asked in ((None, 'as many hypervisors as possible'),
+                             (1, '1 hypervisor')):
+            plan = freeing.make_plan(snap, options, count)
+            got = report.of_plan(snap, plan, options)
+            self.assertEqual('Free hosts: %s emptied in each balancing '
+                             'domain' % asked, got.goal)
+            by_name = {d.name: d for d in got.domains}
+            for entry in plan.domains:
+                domain = by_name[entry['domain']]
+                self.assertEqual(
+                    [(f['hypervisor'], tuple(f['servers']), f['ram_gb'])
+                     for f in entry.get('freed', ())],
+                    [(f.hypervisor, f.servers, f.ram_gb)
+                     for f in domain.freed])
+                self.assertEqual(
+                    [(n['hypervisor'], n['reason'])
+                     for n in entry.get('not_freed', ())],
+                    [(n.hypervisor, n.reason) for n in domain.not_freed])
+                # A freed hypervisor holds no server after the plan.
+                for freed in domain.freed:
+                    host = next(h for h in domain.hosts
+                                if h.hypervisor == freed.hypervisor)
+                    self.assertEqual(0, host.servers[1])
+            self.assertTrue(any(d.freed for d in got.domains))
+            self.assertTrue(any(d.not_freed for d in got.domains))
+        kept = opts.PlannerOptions(keep_n_plus_one=True)
+        plan = freeing.make_plan(snap, kept, None, 2)
+        self.assertEqual('Free hosts: as many hypervisors as possible '
+                         'emptied in each balancing domain, keeping N+2 '
+                         'headroom', report.of_plan(snap, plan, kept).goal)
+
+    def test_spread_counts_the_servers_before_and_after(self):
+        snap = snapshot_io.load('demo')
+        options = opts.PlannerOptions()
+        plan = spread.make_plan(snap, options)
+        self.assertTrue(plan.moves)
+        got = report.of_plan(snap, plan, options)
+        self.assertEqual('Spread by server count: server counts per '
+                         'hypervisor within one of each other in each '
+                         'balancing domain', got.goal)
+        self.assertTrue(got.counts)
+        where = {s.id: s.hypervisor for s in snap.servers}
+        before = {h.name: sum(1 for v in where.values() if v == h.name)
+                  for h in snap.hypervisors}
+        for move in plan.moves:
+            where[move.server_id] = move.destination
+        for domain in got.domains:
+            for host in domain.hosts:
+                self.assertEqual(
+                    (before[host.hypervisor],
+                     sum(1 for v in where.values() if v == host.hypervisor)),
+                    host.servers)
+        moved = {m.source for m in plan.moves} | {
+            m.destination for m in plan.moves}
+        self.assertTrue(all(
+            h.servers[0] != h.servers[1] for d in got.domains
+            for h in d.hosts if h.hypervisor in moved))
 
 
 class TestStateReport(unittest.TestCase):

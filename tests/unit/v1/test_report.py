@@ -254,7 +254,10 @@ class TestReportFile(test_commands.CommandTest):
                 name=evil, imbalance_before=0.1, imbalance_after=0.05,
                 mean_before=0.5, mean_after=0.4, hosts=(host,),
                 moves=(move,), refused=(report_data.Refusal(
-                    evil, evil, evil),), held=evil, n_plus_one=evil),)))
+                    evil, evil, evil),), held=evil, n_plus_one=evil,
+                freed=(report_data.Freed(evil, (evil,), 8.0),),
+                not_freed=(report_data.NotFreed(evil, evil),)),),
+            goal=evil))
         self.assertNotIn('<script', page)
         self.assertNotIn('<img', page)
         self.assertIn('&lt;script&gt;alert(1)&lt;/script&gt;&amp;&#34;'
@@ -294,6 +297,41 @@ class TestReportFile(test_commands.CommandTest):
             ['az1/Gen1'], [d for d, text in page.notes
                            if 'N+1: none when planning started (losing hv1, '
                            '1 server fit nowhere: db1' in text])
+
+    def test_free_hosts_and_spread_show_what_they_made(self):
+        path = os.path.join(self.tmp.name, 'free.html')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
+                                         '--free-hosts', '--report', path])
+        said = self.app.stderr.getvalue()
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+        page = Page(text)
+        self.assertIn('<p class="goal"><b>Free hosts: as many hypervisors '
+                      'as possible emptied in each balancing domain</b></p>',
+                      text)
+        # Every hypervisor plan says it freed, in its domain's section.
+        freed = [line.split()[1] for line in said.splitlines()
+                 if line.startswith('Freed: ')]
+        self.assertTrue(freed)
+        self.assertEqual(sorted(freed), sorted(
+            a['data-hypervisor'] for a in page.find('li', 'freed')))
+        self.assertEqual(
+            sum(line.startswith('Not freed: ') for line in said.splitlines()),
+            len(page.find('li', 'not-freed')))
+        self.assertIn('<th>Freed</th>', text)
+        self.assertEqual([], page.find('tr', 'count'))
+
+        path = os.path.join(self.tmp.name, 'spread.html')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo', '--spread',
+                                         'count', '--report', path])
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+        page = Page(text)
+        self.assertIn('Spread by server count: server counts', text)
+        # A row per usable hypervisor: the 39 with bars.
+        self.assertEqual(39, len(page.find('tr', 'count')))
+        self.assertEqual([], page.find('li', 'freed'))
+        self.assertNotIn('<th>Freed</th>', text)
 
     def test_jinja2_only_with_a_report(self):
         code = ('import sys; import osc_leveller.v1.plan, '
