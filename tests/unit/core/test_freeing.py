@@ -4,6 +4,7 @@ import operator
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 from osc_leveller.core.load import state as state_mod
 from osc_leveller.core.planning import freeing
@@ -100,6 +101,45 @@ class TestFreeHosts(unittest.TestCase):
         self.assertEqual('blockers', why['hv2'].code)
         self.assertIn('vGPU allocation', why['hv2'])
         replay(self, snap, result.moves)
+
+    def test_hypervisors_that_stay_busy_are_filled_first(self):
+        # hv1 cannot be freed: a locked server. Filling the fullest first,
+        # hv2's 40 GiB would go to hv3 (60 GiB), which could then not be
+        # freed; onto hv1 first, both are: 108 GiB of its 128.
+        hyps = [b.hypervisor('hv%d' % i) for i in (1, 2, 3)]
+        servers = [b.server('lock', 'hv1', ram_gb=8, locked=True),
+                   b.server('b', 'hv2', ram_gb=40),
+                   b.server('c', 'hv3', ram_gb=60)]
+        snap = b.snapshot(hyps, servers)
+        result = freeing.free_hosts(snap, OPTIONS)
+        self.assertEqual([('hv2', 40.0), ('hv3', 60.0)], freed(result))
+        self.assertEqual({'hv1'}, {m.destination for m in result.moves})
+        # hv1 took servers; the plan still says why it stays busy.
+        self.assertEqual([('hv1', 'locked')], [
+            (n, r.code) for n, _, r in result.not_freed])
+        replay(self, snap, result.moves)
+
+    def test_a_domain_is_planned_again_around_what_it_could_not_free(self):
+        # hv1's two servers keep together (hard affinity): neither moves
+        # alone, so hv1 is not freed, which only trying tells. Planned
+        # again with hv1 filled first, hv2 and hv3 are both freed.
+        group = {'id': 'g1', 'name': 'pair', 'policy': 'affinity',
+                 'members': ['id-p1', 'id-p2']}
+        hyps = [b.hypervisor('hv%d' % i) for i in (1, 2, 3)]
+        servers = [b.server('p1', 'hv1', ram_gb=4),
+                   b.server('p2', 'hv1', ram_gb=4),
+                   b.server('b', 'hv2', ram_gb=40),
+                   b.server('c', 'hv3', ram_gb=60)]
+        snap = b.snapshot(hyps, servers, groups=[group])
+        result = freeing.free_hosts(snap, OPTIONS)
+        self.assertEqual(['hv2', 'hv3'], [f.hypervisor for f in result.freed])
+        self.assertEqual(100.0, sum(m.ram_gb for m in result.moves))
+        self.assertEqual({'hv1'}, {m.destination for m in result.moves})
+        replay(self, snap, result.moves)
+        # One pass alone frees one: hv2's servers fill hv3, the fullest.
+        with mock.patch.object(freeing, 'PASSES', 1):
+            once = freeing.free_hosts(snap, OPTIONS)
+        self.assertEqual(['hv2'], [f.hypervisor for f in once.freed])
 
     def test_a_host_whose_servers_do_not_all_fit_is_left_as_it_was(self):
         # hv2 has room for one 20 GiB server of hv1, not two; hv2's own
