@@ -9,6 +9,7 @@ import yaml
 
 from tests.functional import base
 from tests.functional import test_evacuate
+from tests.functional import test_goals
 
 DOMAIN = 'az1/Cascadelake-Server'
 IMAGE = '11111111-1111-4111-8111-111111111111'  # the devcloud's fake Glance
@@ -118,12 +119,16 @@ class TestFragmentedHeadroom(test_evacuate.Evacuating,
         base.openstack('server', 'delete', '--wait', 'room-huge',
                        parse=False)
         plan = os.path.join(os.path.dirname(self.config), 'room.json')
+        report = os.path.join(os.path.dirname(self.config), 'room.html')
         result = base.openstack(
             'leveller', 'plan', '--make-room', 'lv.huge',
             '--availability-zone', 'az1', '--output-file', plan,
-            parse=False, check=False)
+            '--report', report, parse=False, check=False)
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertIn('Room for the flavor: 1 live migration', result.stderr)
+        page = test_goals.Page(report)
+        self.assertEqual('Room for the flavor: room for 1 new server of '
+                         'flavor lv.huge in availability zone az1', page.goal)
         result = base.openstack('leveller', 'apply', '--config', self.config,
                                 plan, parse=False, check=False, timeout=900)
         self.assertEqual(0, result.returncode, result.stderr)
