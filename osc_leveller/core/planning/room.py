@@ -44,12 +44,9 @@ EXACT_SETS = 2000
 # Hypervisors tried to clear for each new server, those with the least to
 # move first.
 CANDIDATES = 50
-# What Nova's scheduler checks of a new server on a hypervisor, as the
-# destination rules check it of the stand-in; capacity is counted here.
-NEW_SERVER_RULES = filters.rules_named(
-    'excluded_host', 'service', 'inventory', 'availability_zone',
-    'aggregate_extra_specs', 'tenant_isolation', 'tenant_aggregate',
-    'isolated_aggregate', 'required_traits')
+# What bounds a new server's hypervisor (Nova's scheduler, the scope), as
+# the destination rules check it of the stand-in; capacity is counted here.
+NEW_SERVER_RULES = filters.BOOT_FILTERS
 NO_ROOM = 'no_room'  # the code of a re-check's refusal, and of NoRoom
 
 

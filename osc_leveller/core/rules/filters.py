@@ -83,6 +83,9 @@ class Rule:
     packing checks it (headroom.FILTERS).
     balancing: only balancing applies it (policy.BALANCE), after the
     others.
+    boot: it bounds where a new server can go too (Nova's scheduler, or
+    the leveller's own scope, on a boot), so plan --make-room checks it of
+    the new server (BOOT_FILTERS; capacity is counted there).
     """
     code: str
     check: object
@@ -92,6 +95,7 @@ class Rule:
     target: bool = True
     rebuild: bool = False
     balancing: bool = False
+    boot: bool = False
     # The rule's refusals are of its own Refusal class, which holds its
     # code and itself: one costs what its str does, where attributes of
     # its own would cost five times more (a drain makes one per
@@ -843,21 +847,25 @@ RULES = (
     _server('live_blockers', live_blockers),
     # May it move to this hypervisor, in this state?
     _to('not_source', not_source),
-    _to('excluded_host', excluded_host, static=True),
-    _to('service', service, static=True, rebuild=True),
-    _to('inventory', inventory, static=True, rebuild=True),
-    _to('availability_zone', availability_zone, static=True, rebuild=True),
+    _to('excluded_host', excluded_host, static=True, boot=True),
+    _to('service', service, static=True, rebuild=True, boot=True),
+    _to('inventory', inventory, static=True, rebuild=True, boot=True),
+    _to('availability_zone', availability_zone, static=True, rebuild=True,
+        boot=True),
     _to('same_zone', same_zone, own=True, static=True),
     _to('cpu_compatible', cpu_compatible, static=True, rebuild=True),
     # The conductor's check of a live migration; a rebuild does not ask.
     _to('hypervisor_version', hypervisor_version, static=True),
     _to('aggregate_extra_specs', aggregate_extra_specs, static=True,
-        rebuild=True),
-    _to('tenant_isolation', tenant_isolation, static=True, rebuild=True),
-    _to('tenant_aggregate', tenant_aggregate, static=True, rebuild=True),
+        rebuild=True, boot=True),
+    _to('tenant_isolation', tenant_isolation, static=True, rebuild=True,
+        boot=True),
+    _to('tenant_aggregate', tenant_aggregate, static=True, rebuild=True,
+        boot=True),
     _to('isolated_aggregate', isolated_aggregate, static=True,
-        rebuild=True),
-    _to('required_traits', required_traits, static=True, rebuild=True),
+        rebuild=True, boot=True),
+    _to('required_traits', required_traits, static=True, rebuild=True,
+        boot=True),
     _to('image_properties', images.image_properties, static=True,
         rebuild=True),
     _to('as_capable_image', images.as_capable_image, own=True, static=True,
@@ -893,6 +901,7 @@ DESTINATION_FILTERS = tuple(r for r in RULES
 # core/rules/n_plus_one.py).
 BALANCING = tuple(r for r in RULES if r.destination and r.balancing)
 TARGET_FILTERS = tuple(r for r in DESTINATION_FILTERS if r.target)
+BOOT_FILTERS = tuple(r for r in DESTINATION_FILTERS if r.boot)
 # Rules that refuse what Nova would accept, on purpose: rules of the
 # leveller's own, and what the API cannot show (the leveller never guesses
 # yes). Each one's reason says so. The conformance benchmark

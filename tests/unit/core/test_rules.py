@@ -14,10 +14,14 @@ import tempfile
 import unittest
 
 from osc_leveller.core.load import state as state_mod
+from osc_leveller.core.model import model
 from osc_leveller.core.planning import drain
+from osc_leveller.core.planning import freeing
 from osc_leveller.core.planning import paths
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import room
+from osc_leveller.core.planning import spread
 from osc_leveller.core.rules import checks
 from osc_leveller.core.rules import filters
 from osc_leveller.core.rules import headroom
@@ -111,11 +115,19 @@ class TestCatalogues(unittest.TestCase):
         self.assertFalse(set(every) & set(runmetrics.REASONS['skipped']) -
                          {'cooldown'})
 
+    def test_new_servers(self):
+        self.assertEqual(
+            ['excluded_host', 'service', 'inventory', 'availability_zone',
+             'aggregate_extra_specs', 'tenant_isolation', 'tenant_aggregate',
+             'isolated_aggregate', 'required_traits'],
+            codes(filters.BOOT_FILTERS))
+        self.assertIs(filters.BOOT_FILTERS, room.NEW_SERVER_RULES)
+
     def test_only_destination_rules_have_their_properties(self):
         for rule in filters.RULES:
             if not rule.destination:
                 self.assertFalse(rule.static or rule.rebuild or
-                                 rule.balancing, rule.code)
+                                 rule.balancing or rule.boot, rule.code)
                 self.assertTrue(rule.target, rule.code)
 
 
@@ -174,7 +186,7 @@ def draining_trait(server, dest, state, rules):
         return 'hypervisor %s is marked CUSTOM_DRAINING' % dest.name
 '''
 DECLARATION = '''    _to('draining_trait', draining_trait, own=True, static=True,
-        rebuild=True),
+        rebuild=True, boot=True),
 '''
 CHECKS_END = '\n\n# --- every rule, declared once'
 DECLARED_BEFORE = "    _to('server_groups', server_groups),\n"
@@ -213,6 +225,22 @@ def observe():
         found['target'] = 'reached'
     except paths.PathError as exc:
         found['target'] = str(exc)
+    # The goals beyond levelling: hv2 keeps the room for a new server,
+    # takes the servers of a hypervisor freed, or evens out the counts.
+    try:
+        found['room'] = room.make_plan(two, room.Ask(model.Flavor(
+            'big', 4, 64 * 1024, 10)), options).note
+    except room.NoRoom as exc:
+        found['room'] = str(exc)
+    spare = b.snapshot(
+        [b.hypervisor(name, traits=['CUSTOM_DRAINING'] if name == 'hv2'
+                      else []) for name in ('hv1', 'hv2', 'hv3')],
+        [b.server('f1', 'hv1', ram_gb=4), b.server('f2', 'hv2', ram_gb=40),
+         b.server('f3', 'hv3', ram_gb=20)])
+    found['free'] = sorted({m.destination for m in freeing.make_plan(
+        spare, options, 1).moves})
+    found['spread'] = sorted({m.destination for m in spread.make_plan(
+        three, options).moves})
     state = state_mod.new_state(two)
     rules = filters.Rules(two, options)
     found['headroom'] = headroom.of_domains(two, state, rules)[0].reason()
@@ -236,8 +264,9 @@ class TestAddingARule(unittest.TestCase):
     """A destination filter on hypervisor traits, added to a copy of the
     package by its check and its declaration in filters.RULES, nothing
     else: the planner, plan --explain, held, evacuate, the target
-    placement's path finder, N+1 packing, apply's re-check, the metrics
-    label and the conformance benchmark's choices all apply it."""
+    placement's path finder, N+1 packing, plan --make-room, --free-hosts
+    and --spread, apply's re-check, the metrics label and the conformance
+    benchmark's choices all apply it."""
 
     def observed(self, package):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -273,6 +302,10 @@ class TestAddingARule(unittest.TestCase):
         self.assertEqual('reached', before['target'])
         self.assertEqual('yes', before['headroom'])
         self.assertIsNone(before['apply'])
+        self.assertEqual('there is room already for 1 server of flavor big',
+                         before['room'])
+        self.assertEqual(['hv2'], before['free'])
+        self.assertEqual(['hv2', 'hv3'], before['spread'])
 
         why = 'hypervisor hv2 is marked CUSTOM_DRAINING'
         self.assertTrue(after['choice'])
@@ -290,3 +323,7 @@ class TestAddingARule(unittest.TestCase):
             % why, after['headroom']), after['headroom'])
         self.assertEqual(['hv2: ' + why, 'draining_trait',
                           'destination_refused'], after['apply'])
+        self.assertIn('no room for 1 server of flavor big', after['room'])
+        self.assertIn(why, after['room'])
+        self.assertEqual(['hv3'], after['free'])
+        self.assertEqual(['hv3'], after['spread'])
