@@ -52,6 +52,12 @@ class ApplyLeveller(migrating.MigratingCommand):
                  'check still holds. Without this flag such a plan is '
                  'refused')
         parser.add_argument(
+            '--cold-migrate-stopped', action='store_true', default=False,
+            help='With a plan made by "openstack leveller plan --free-hosts '
+                 '--cold-migrate-stopped": migrate the servers that are '
+                 'stopped as each move starts cold (and confirm it), the '
+                 'others live. Such a plan is refused without it')
+        parser.add_argument(
             '--disable-freed', metavar='<reason>',
             help='With a plan made by "openstack leveller plan --free-hosts":'
                  ' once the run leaves a hypervisor it frees empty, '
@@ -71,6 +77,7 @@ class ApplyLeveller(migrating.MigratingCommand):
         self.check_files(parsed_args, effective)
         plan = _read_plan(common.given(parsed_args, 'plan_file'),
                           parsed_args.placement_plan)
+        self.kind = _kind(parsed_args, plan)
         _check_disable_freed(parsed_args, plan)
         # The windows hold the runs that plan for themselves (cron); an
         # operator applying a reviewed plan file is told, not stopped.
@@ -126,7 +133,8 @@ class ApplyLeveller(migrating.MigratingCommand):
         runner = executor.Executor(
             actions, options, migrating.apply_options(
                 effective, parsed_args.dry_run),
-            journal=journal, progress=say, kind=kinds.of(plan.kind))
+            journal=journal, progress=say,
+            kind=self.kind or kinds.of(plan.kind))
         run = migrating.execute(self, runner, plan.moves, snapshot)
         if run.problems or run.error:
             self.exit_code = EXIT_PROBLEMS
@@ -169,6 +177,31 @@ def _read_plan(path, placement):
             '--placement-plan: %s is a %s plan, not %s' % (
                 path, kind.name, kinds.PLACEMENT.title))
     return plan
+
+
+def _kind(parsed_args, plan):
+    """The kind a plan file runs as: its own, or with --cold-migrate-stopped
+    its kind that migrates stopped servers cold, which only the operator
+    chooses (a plan file asks for it, never decides it); None without a
+    plan file."""
+    cold = parsed_args.cold_migrate_stopped
+    if plan is None:
+        if cold:
+            raise exceptions.CommandError(
+                '--cold-migrate-stopped needs a plan file made by '
+                '"openstack leveller plan --free-hosts --cold-migrate-stopped"')
+        return None
+    kind = kinds.of(plan.kind)
+    if cold and kind.cold is None:
+        raise exceptions.CommandError(
+            '--cold-migrate-stopped: %s is %s (kind %s), which moves no '
+            'stopped server' % (parsed_args.plan_file, kind.title, kind.name))
+    if plan.options.get('cold_migrate_stopped') is True and not cold:
+        raise exceptions.CommandError(
+            '%s was planned with --cold-migrate-stopped: its stopped servers '
+            'migrate cold; run it with --cold-migrate-stopped if that is '
+            'what you want' % parsed_args.plan_file)
+    return kind.cold if cold else kind
 
 
 def _check_disable_freed(parsed_args, plan):

@@ -7,7 +7,6 @@ from osc_lib import exceptions
 from osc_leveller.core.load import guard
 from osc_leveller.core.planning import drain
 from osc_leveller.core.planning import kinds
-from osc_leveller.core.rules import policy
 from osc_leveller.core.run import executor
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
@@ -154,7 +153,7 @@ class _Run:
         return common.planner_options(snapshot, self.effective,
                                       self.command.app)
 
-    def executor(self, options, kind, methods=None):
+    def executor(self, options, kind):
         # A drain empties one host: many moves out of it at once, in any
         # order (each only adds to its destination), and one failure does
         # not stop the others.
@@ -165,7 +164,7 @@ class _Run:
                 stop_on_error=False, wait=self.args.wait, waves=False),
             journal=self.journal, progress=self.say,
             clock=self.command.clock, sleep=self.command.sleep,
-            kind=kind, methods=methods)
+            kind=kind)
 
     def drain(self, snapshot, hosts):
         for hyp in hosts:
@@ -215,7 +214,7 @@ class _Run:
         if self.args.disable_service and not self.args.dry_run:
             for hyp in hosts:
                 self.set_service(hyp, enabled=False)
-        runner = self.executor(options, kinds.drain(cold), plan.methods)
+        runner = self.executor(options, kinds.drain(cold))
         try:
             run = migrating.execute(self.command, runner, plan.moves,
                                     snapshot)
@@ -317,16 +316,13 @@ class _Run:
                 self.set_service(hyp, enabled=True)
         results, failed = [], False
         if moves:
-            methods = {m.server_id: policy.kind_of(snapshot.server(
-                m.server_id)) for m in moves}
             options = self.options(snapshot)
             # The restored hypervisors count again, with what came back.
             self.command.record.read(snapshot, options, [
                 h.name for h in snapshot.hypervisors
                 if h.usable or h.name in names])
             run = migrating.execute(self.command, self.executor(
-                options, kinds.drain(self.args.cold_migrate_stopped),
-                methods), moves)
+                options, kinds.drain(self.args.cold_migrate_stopped)), moves)
             if run.error:
                 self.say('Stopped: %s' % run.error)
             results, failed = run.results, bool(run.problems or run.error)

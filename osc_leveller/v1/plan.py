@@ -83,6 +83,12 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                  'or N in each (already empty ones count), moving the fewest '
                  'GiB; every rule holds, the ceiling and saturation too, and '
                  'N+K with --keep-n-plus-one and --headroom')
+        parser.add_argument(
+            '--cold-migrate-stopped', action='store_true', default=False,
+            help='With --free-hosts: stopped servers (SHUTOFF, SUSPENDED, '
+                 'SHELVED) move too, by cold migration, instead of keeping '
+                 'their hypervisor busy; apply must be given the flag as '
+                 'well')
         flags.add(parser, 'headroom')
         report.add_option(parser, 'the plan, before and after, its moves '
                           'and their reasons, and what refused them,')
@@ -110,6 +116,9 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
         if len(goals) > 1:
             raise exceptions.CommandError(
                 '%s and %s do not go together' % tuple(goals[:2]))
+        if parsed_args.cold_migrate_stopped and free is None:
+            raise exceptions.CommandError(
+                '--cold-migrate-stopped goes with --free-hosts')
         for option, value in (('--report', report_file),
                               ('--output-file', output)):
             if explain is not None and value is not None:
@@ -155,7 +164,8 @@ class PlanLeveller(outputs.StdoutCommand, command.Lister):
                 return MOVE_COLUMNS, []
         elif free is not None:
             plan = _free(snapshot, options, free or None,
-                         effective['headroom'], findings, say)
+                         effective['headroom'], findings, say,
+                         parsed_args.cold_migrate_stopped)
         else:
             plan = planner.make_plan(snapshot, options, guard.held(findings))
         elapsed = time.monotonic() - started
@@ -259,14 +269,14 @@ def _free_hosts(value):
     return int(text)
 
 
-def _free(snapshot, options, count, k, findings, say):
+def _free(snapshot, options, count, k, findings, say, cold):
     """A free-hosts plan; where the metrics cannot be true, the ceiling
     and saturation are judged on allocations, as for a target."""
     common.say_fallback(say, findings)
     snapshot = guard.without_metrics(
         snapshot, {f.domain for f in findings}, common.by_model(options))
     try:
-        return freeing.make_plan(snapshot, options, count, k)
+        return freeing.make_plan(snapshot, options, count, k, cold)
     except freeing.TooMany as exc:
         raise exceptions.CommandError('--free-hosts %d: %s' % (count, exc)) \
             from None

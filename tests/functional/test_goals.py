@@ -77,9 +77,23 @@ class TestGoals(test_evacuate.Evacuating, test_apply.ApplyTestCase):
         return service.status, service.disabled_reason
 
     def test_1_free_hosts_disable_freed_then_restore(self):
+        # hv03's one server is stopped: it keeps hv03 busy, unless stopped
+        # servers migrate cold.
+        base.openstack('server', 'stop', 'idle-b1', parse=False)
+        self.addCleanup(base.openstack, 'server', 'start', 'idle-b1',
+                        parse=False, check=False)
+        base.wait_for(lambda: base.connection().compute.find_server(
+            'idle-b1').status == 'SHUTOFF', 120, message='idle-b1 stopped')
+        result = base.openstack('leveller', 'plan', '--free-hosts',
+                                parse=False, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('Not freed: %s (az1/Cascadelake-Server): idle-b1 '
+                      'cannot move: status SHUTOFF: stopped servers stay'
+                      % self.node['hv03'], result.stderr)
         path = self.path('free.json')
         report = self.path('free.html')
         result = base.openstack('leveller', 'plan', '--free-hosts',
+                                '--cold-migrate-stopped',
                                 '--output-file', path, '--report', report,
                                 parse=False, check=False)
         self.assertEqual(0, result.returncode, result.stderr)
@@ -110,10 +124,22 @@ class TestGoals(test_evacuate.Evacuating, test_apply.ApplyTestCase):
             self.addCleanup(base.openstack, 'compute', 'service', 'set',
                             '--enable', self.host[node], 'nova-compute',
                             parse=False, check=False)
-        code, rows, err = self.apply(path, '--disable-freed',
+        # Planned cold, run cold only when apply is told so too.
+        code, rows, err = self.apply(path)
+        self.assertEqual(1, code, err)
+        self.assertIn('was planned with --cold-migrate-stopped', err)
+        code, rows, err = self.apply(path, '--cold-migrate-stopped',
+                                     '--disable-freed',
                                      'leveller functional test')
         self.assertEqual(0, code, err)
         self.assertEqual({'done'}, {r['Status'] for r in rows})
+        # idle-b1 moved cold, as Nova records it, and is still stopped.
+        conn = base.connection()
+        stopped = conn.compute.find_server('idle-b1')
+        last = max(conn.compute.migrations(instance_uuid=stopped.id),
+                   key=lambda m: m.created_at)
+        self.assertEqual(('migration', 'confirmed', 'SHUTOFF'), (
+            last.migration_type, last.status, stopped.status))
         counts = self.counts()
         for node in freed:
             # Empty as Nova and Placement see it, and disabled.

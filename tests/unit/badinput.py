@@ -1214,7 +1214,14 @@ def free_hosts_flags():
          ('--disable-freed: planning now frees no hypervisor',)),
         (apply + [DIR + '/plan.json', '--disable-freed', ''], 1,
          ('--disable-freed: needs a reason',)),
-        (apply + ['--disable-freed'], 2, ('--disable-freed',))]
+        (apply + ['--disable-freed'], 2, ('--disable-freed',)),
+        (plan[:4] + ['--cold-migrate-stopped'], 1,
+         ('--cold-migrate-stopped goes with --free-hosts',)),
+        (apply + [DIR + '/plan.json', '--cold-migrate-stopped'], 1,
+         ('--cold-migrate-stopped: %s/plan.json is a balancing plan (kind '
+          'balance), which moves no stopped server' % DIR,)),
+        (apply + ['--cold-migrate-stopped'], 1,
+         ('--cold-migrate-stopped needs a plan file',))]
     return [Case('flag', ' '.join(argv[1:]).replace(DIR, '.'), argv,
                  expect=expect, code=code, files=dict(files))
             for argv, code, expect in table]

@@ -66,24 +66,24 @@ class Freeing:
     stats: tuple  # (before, after): scoring.DomainStats of each domain
 
 
-def free_hosts(snapshot, options, count=None, headroom_k=1):
+def free_hosts(snapshot, options, count=None, headroom_k=1, cold=False):
     """A Freeing of the snapshot: count (None: as many as possible) free
     hypervisors in each domain; with options.keep_n_plus_one, each domain
-    keeps N+headroom_k."""
+    keeps N+headroom_k; cold: stopped servers migrate cold too."""
     planning = context.Context(snapshot, options, KIND.load)
-    freer = _Freer(planning, count, headroom_k)
+    freer = _Freer(planning, count, headroom_k, KIND.cold if cold else KIND)
     return freer.run()
 
 
 class _Freer:
-    def __init__(self, planning, count, k):
+    def __init__(self, planning, count, k, kind):
         self.snapshot = planning.snapshot
         self.rules = planning.rules
         self.options = planning.options
         self.state = planning.new_state()
         self.count = count
         self.k = k
-        self.policy = KIND.policy
+        self.policy = kind.policy
         self.by_model = self.options.by_model
         self.members = collections.defaultdict(list)
         for hyp in self.snapshot.hypervisors:
@@ -285,14 +285,17 @@ class _Freer:
             ram_gb=server.ram_gb, gain=0.0, source_score=src,
             destination_score=dst, imbalance=(0.0, 0.0),
             reason='frees %s: %s goes %.2f -> %.2f, the fullest hypervisor '
-                   'that accepts it' % (hyp.name, dest.host, dst[0], dst[1]))
+                   'that accepts it%s' % (
+                       hyp.name, dest.host, dst[0], dst[1],
+                       '; %s: a cold migration' % server.status
+                       if server.status in model.STOPPED_STATUSES else ''))
 
 
-def make_plan(snapshot, options, count=None, headroom_k=1):
+def make_plan(snapshot, options, count=None, headroom_k=1, cold=False):
     """The plan (kind free-hosts) of free_hosts; TooMany when count
     hypervisors cannot be freed in every domain."""
     created = time.time()
-    found = free_hosts(snapshot, options, count, headroom_k)
+    found = free_hosts(snapshot, options, count, headroom_k, cold)
     if count is not None:
         got = collections.Counter(f.domain for f in found.freed)
         short = [s.domain for s in found.stats[0] if got[s.domain] < count]
@@ -322,6 +325,8 @@ def make_plan(snapshot, options, count=None, headroom_k=1):
     asked = {'free_hosts': count or 0}
     if options.keep_n_plus_one:
         asked['headroom'] = headroom_k
+    if cold:  # apply must be told so too (v1/apply.py)
+        asked['cold_migrate_stopped'] = True
     return dataclasses.replace(plan, options=dict(plan.options, **asked))
 
 

@@ -44,6 +44,12 @@ class Kind:
     # options (the report's heading says it); None: levelling the load.
     goal: object = None
     counts: bool = False  # its report charts the servers per hypervisor
+    # Its stopped servers migrate cold: a move's method is what the server
+    # is as the move starts (core/run/executor.py), never what it was.
+    migrates_stopped: bool = False
+    # The kind that migrates its stopped servers cold too, when
+    # --cold-migrate-stopped asks for it: the same moves, its policy.
+    cold: object = None
 
 
 BY_NAME = {}  # every kind declared, in the order declared
@@ -63,9 +69,11 @@ def _free(options):
     count = options.get('free_hosts') or 0
     kept = ', keeping N+%d headroom' % options['headroom'] \
         if 'headroom' in options else ''
-    return '%s emptied in each balancing domain%s' % (
+    cold = ', stopped servers cold' \
+        if options.get('cold_migrate_stopped') else ''
+    return '%s emptied in each balancing domain%s%s' % (
         '%d hypervisor%s' % (count, 's' * (count != 1)) if count else
-        'as many hypervisors as possible', kept)
+        'as many hypervisors as possible', kept, cold)
 
 
 def declare(kind):
@@ -87,12 +95,13 @@ PLACEMENT = declare(Kind(
           'are not held by the cooldown'),
     goal=lambda options: 'servers to the hypervisors a target placement '
     'names'))
-DRAIN = declare(Kind(
-    'drain', policies.DRAIN, lambda moves: checks.drain(False), saved=False,
-    title='a drain'))
 DRAIN_COLD = declare(Kind(
     'drain-cold', policies.DRAIN_COLD, lambda moves: checks.drain(True),
-    saved=False, title='a drain, stopped servers cold'))
+    saved=False, title='a drain, stopped servers cold',
+    migrates_stopped=True))
+DRAIN = declare(Kind(
+    'drain', policies.DRAIN, lambda moves: checks.drain(False), saved=False,
+    title='a drain', cold=DRAIN_COLD))
 
 # plan --make-room FLAVOR[:COUNT] (core/planning/room.py): moves after which
 # new servers of a flavor fit; each re-checked with every rule of its policy.
@@ -102,10 +111,18 @@ MAKE_ROOM = declare(Kind(
     heading='Room for the flavor', goal=_room))
 # plan --free-hosts (core/planning/freeing.py): every check, and each move
 # must still free its source (checks.FreeHostsPlan).
+# With --cold-migrate-stopped its stopped servers move too, cold; plan files
+# keep the kind free-hosts, and apply runs them so only when told to.
+FREE_HOSTS_COLD = declare(Kind(
+    'free-hosts-cold', policies.FREE_HOSTS_COLD,
+    lambda moves: checks.FreeHostsPlan(moves, policies.FREE_HOSTS_COLD),
+    saved=False, title='a plan freeing hypervisors, stopped servers cold',
+    heading='Free hosts', codes=(checks.NOT_FREED,), goal=_free,
+    migrates_stopped=True))
 FREE_HOSTS = declare(Kind(
     'free-hosts', policies.FREE_HOSTS, checks.FreeHostsPlan,
     title='a plan freeing hypervisors', heading='Free hosts',
-    codes=(checks.NOT_FREED,), goal=_free))
+    codes=(checks.NOT_FREED,), goal=_free, cold=FREE_HOSTS_COLD))
 # plan --spread count (core/planning/spread.py): every rule of balancing,
 # and each move must still narrow its two hypervisors' count gap.
 SPREAD = declare(Kind(
@@ -130,4 +147,4 @@ def of(name):
 
 
 def drain(cold_migrate_stopped):
-    return DRAIN_COLD if cold_migrate_stopped else DRAIN
+    return DRAIN.cold if cold_migrate_stopped else DRAIN

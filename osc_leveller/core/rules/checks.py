@@ -145,18 +145,20 @@ NOT_FREED = 'not_freed'
 
 class FreeHostsPlan:
     """The checks of a plan freeing hypervisors (plan --free-hosts): every
-    check of policy.FREE_HOSTS, and the move must still free its source:
+    check of its policy (policy.FREE_HOSTS, or FREE_HOSTS_COLD when
+    stopped servers migrate cold), and the move must still free its source:
     each server now there is one the plan moves off it. A server that
     arrived since, or one the plan no longer sees there, would keep the
     host busy, and the moves off it would be churn for nothing."""
 
-    def __init__(self, moves):
+    def __init__(self, moves, policy=policies.FREE_HOSTS):
+        self.policy = policy
         self.leaving = {}  # source -> the servers the plan moves off it
         for move in moves:
             self.leaving.setdefault(move.source, set()).add(move.server_id)
 
     def __call__(self, move, snapshot, state, rules):
-        reason = recheck(move, snapshot, state, rules, policies.FREE_HOSTS)
+        reason = recheck(move, snapshot, state, rules, self.policy)
         if reason:
             return reason
         planned = self.leaving.get(move.source, set())

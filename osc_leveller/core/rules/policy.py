@@ -101,8 +101,14 @@ def drain(cold_migrate_stopped):
 # placement; but every destination rule, the ceiling and saturation
 # included: freeing hosts is the leveller's choice of destinations, so it
 # makes no new hot spot.
-FREE_HOSTS = Policy('free-hosts', _NOVA + filters.rules_named(
-    'source_in_scope', 'source_usable'))
+FREE_HOSTS = Policy('free-hosts', filters.rules_named('stopped_stay') +
+                    _NOVA + filters.rules_named('source_in_scope',
+                                                'source_usable'))
+# plan --free-hosts --cold-migrate-stopped: stopped servers too, cold, as a
+# drain moves them.
+FREE_HOSTS_COLD = Policy('free-hosts, stopped servers cold',
+                         _DRAIN + filters.rules_named(
+                             'project', 'source_in_scope', 'source_usable'))
 
 
 # plan --spread count (core/planning/spread.py): a rearrangement run from

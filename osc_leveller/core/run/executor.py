@@ -29,6 +29,7 @@ from osc_leveller.core.planning import context
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.rules import checks
 from osc_leveller.core.rules import filters
+from osc_leveller.core.rules import policy
 from osc_leveller.core.run import pending as pending_mod
 
 DONE = 'done'
@@ -137,12 +138,12 @@ class Run:
 class Executor:
     def __init__(self, actions, planner_options, options, journal=None,
                  progress=None, clock=time.monotonic, sleep=time.sleep,
-                 wall=time.time, kind=kinds.BALANCE, methods=None):
+                 wall=time.time, kind=kinds.BALANCE):
         """kind: the kinds.Kind of the moves, whose re-check says why a
-        move no longer holds, on the load it declares; methods: server id
-        -> 'live' or 'cold' (default live)."""
+        move no longer holds, on the load it declares, and whether its
+        stopped servers migrate cold."""
         self.kind = kind
-        self.methods = methods or {}
+        self.methods = {}  # server id -> policy.COLD or LIVE, as it started
         self.actions = actions
         self.planner_options = planner_options
         self.options = options
@@ -377,8 +378,12 @@ class Executor:
                                                        reason))
                     continue
                 host = snapshot.hypervisor(move.destination).host
-                # Its estimate from the cloud just read, never the plan's.
+                # Its estimate from the cloud just read, never the plan's,
+                # and cold only for a server read stopped just now: a cold
+                # migration of one started since would stop it.
                 server = snapshot.server(move.server_id)
+                self.methods[move.server_id] = policy.kind_of(server) \
+                    if self.kind.migrates_stopped else policy.LIVE
                 chosen[move] = (host, server and rules.durations.to(
                     server, host))
                 taken.append(index)
@@ -520,7 +525,7 @@ class Executor:
                                           _memory_text(watch.memory)))
 
     def _cold(self, move):
-        return self.methods.get(move.server_id) == 'cold'
+        return self.methods.get(move.server_id) == policy.COLD
 
     def _outcome(self, move, watch):
         """The move's Result once Nova has settled it, else None."""

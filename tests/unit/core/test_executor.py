@@ -348,14 +348,40 @@ class TestSuccess(ExecutorTest):
             executor.ApplyOptions(poll_interval=1.0),
             clock=clock, sleep=clock.sleep, wall=lambda: NOW + clock.now,
             kind=dataclasses.replace(kinds.DRAIN_COLD,
-                                     recheck=lambda moves: lambda *a: None),
-            methods={move.server_id: 'cold'})
+                                     recheck=lambda moves: lambda *a: None))
         results = runner.run([move]).results
         self.assertEqual(executor.DONE, results[0].status, results[0].reason)
+        self.assertEqual(['migration'], [m['migration_type']
+                                         for m in self.nova.migrations])
         self.assertIn(('confirm', move.server_id), self.nova.calls)
         self.assertEqual('SHUTOFF', self.nova.servers[move.server_id]['status'])
         self.assertEqual(move.destination,
                          self.nova.servers[move.server_id]['hypervisor'])
+
+    def test_the_method_is_what_the_server_is_as_its_move_starts(self):
+        # A kind that migrates stopped servers cold moves a running one
+        # live (a cold migration would stop it), and one that does not
+        # moves every server live.
+        move = self.plan.moves[0]
+        for kind, status, method in (
+                (kinds.DRAIN_COLD, 'ACTIVE', 'live-migration'),
+                (kinds.FREE_HOSTS_COLD, 'SHUTOFF', 'migration'),
+                (kinds.BALANCE, 'ACTIVE', 'live-migration')):
+            self.setUp()
+            move = self.plan.moves[0]
+            self.nova.servers[move.server_id]['status'] = status
+            clock = Clock()
+            self.nova.wall = lambda: NOW + clock.now
+            runner = executor.Executor(
+                self.nova, self.planner_options,
+                executor.ApplyOptions(poll_interval=1.0), clock=clock,
+                sleep=clock.sleep, wall=lambda: NOW + clock.now,
+                kind=dataclasses.replace(
+                    kind, recheck=lambda moves: lambda *a: None))
+            result, = runner.run([move]).results
+            self.assertEqual(executor.DONE, result.status, result.reason)
+            self.assertEqual([method], [m['migration_type']
+                                        for m in self.nova.migrations])
 
     def test_batch_starts_at_most_n(self):
         results = self.run_plan(batch=1)

@@ -33,14 +33,14 @@ def cloud(extra=()):
     return hyps, servers + list(extra)
 
 
-def replay(test, snap, moves, options=OPTIONS):
+def replay(test, snap, moves, options=OPTIONS, who=policy.FREE_HOSTS):
     """Every move passes every rule of the kind, in the order given."""
     state = state_mod.new_state(snap)
     rules = filters.Rules(snap, options)
     for move in moves:
         server = snap.server(move.server_id)
         test.assertEqual(move.source, state.host_of(server.id))
-        test.assertIsNone(policy.FREE_HOSTS.why_not_to(
+        test.assertIsNone(who.why_not_to(
             server, snap.hypervisor(move.destination), state, rules))
         state.apply(move.server_id, move.destination)
     return state
@@ -140,6 +140,32 @@ class TestFreeHosts(unittest.TestCase):
         with mock.patch.object(freeing, 'PASSES', 1):
             once = freeing.free_hosts(snap, OPTIONS)
         self.assertEqual(['hv2'], [f.hypervisor for f in once.freed])
+
+    def test_stopped_servers_keep_their_host_unless_they_migrate_cold(self):
+        hyps, servers = cloud([b.server('off', 'hv1', ram_gb=4,
+                                        status='SHUTOFF')])
+        snap = b.snapshot(hyps, servers)
+        result = freeing.free_hosts(snap, OPTIONS, count=1)
+        self.assertEqual(['hv2', 'lone'], [f.hypervisor
+                                           for f in result.freed])
+        why = dict((n, r) for n, _, r in result.not_freed)['hv1']
+        self.assertEqual('stopped_stay', why.code)
+        self.assertIn('off cannot move: status SHUTOFF: stopped servers stay '
+                      '(use --cold-migrate-stopped', why)
+        cold = freeing.free_hosts(snap, OPTIONS, count=1, cold=True)
+        self.assertEqual(['hv1', 'lone'], [f.hypervisor for f in cold.freed])
+        moved = {m.server_name: m for m in cold.moves}
+        self.assertEqual({'a1', 'off'}, set(moved))
+        self.assertTrue(moved['off'].reason.endswith(
+            '; SHUTOFF: a cold migration'), moved['off'].reason)
+        self.assertNotIn('cold', moved['a1'].reason)
+        replay(self, snap, cold.moves, who=policy.FREE_HOSTS_COLD)
+        # The plan says so: apply must be told to migrate them cold.
+        plan = freeing.make_plan(snap, OPTIONS, 1, cold=True)
+        self.assertEqual(kinds.FREE_HOSTS.name, plan.kind)
+        self.assertIs(True, plan.options['cold_migrate_stopped'])
+        self.assertNotIn('cold_migrate_stopped', freeing.make_plan(
+            snap, OPTIONS, 1).options)
 
     def test_a_host_whose_servers_do_not_all_fit_is_left_as_it_was(self):
         # hv2 has room for one 20 GiB server of hv1, not two; hv2's own

@@ -42,7 +42,7 @@ class Declared(unittest.TestCase):
 class TestRegistry(unittest.TestCase):
     def test_the_kinds(self):
         # The goals of issue 33 declare theirs after these.
-        self.assertEqual(['balance', 'placement', 'drain', 'drain-cold'],
+        self.assertEqual(['balance', 'placement', 'drain-cold', 'drain'],
                          list(kinds.BY_NAME)[:4])
         self.assertEqual(['balance', 'placement'], kinds.saved()[:2])
         self.assertIn('free-hosts', kinds.saved())
@@ -51,12 +51,27 @@ class TestRegistry(unittest.TestCase):
         self.assertIs(kinds.DRAIN_COLD, kinds.drain(True))
         self.assertIs(kinds.DRAIN, kinds.drain(False))
 
+    def test_cold_variants(self):
+        # --cold-migrate-stopped: the kinds that have one, never saved.
+        self.assertEqual({'drain': 'drain-cold',
+                          'free-hosts': 'free-hosts-cold'},
+                         {k.name: k.cold.name for k in kinds.BY_NAME.values()
+                          if k.cold})
+        for kind in kinds.BY_NAME.values():
+            self.assertEqual(kind.migrates_stopped,
+                             kind.name.endswith('-cold'), kind.name)
+            if kind.migrates_stopped:
+                self.assertFalse(kind.saved, kind.name)
+        with self.assertRaises(kinds.UnknownKind):
+            kinds.of('free-hosts-cold')
+
     def test_every_kind_is_planned_and_checked_on_the_planned_load(self):
         for kind in kinds.BY_NAME.values():
             self.assertEqual(context.PLANNED, kind.load, kind.name)
 
     def test_a_drain_is_not_read_from_a_plan_file(self):
-        for name in ('drain', 'drain-cold', 'shuffle', 'BALANCE'):
+        for name in ('drain', 'drain-cold', 'free-hosts-cold', 'shuffle',
+                     'BALANCE'):
             with self.assertRaises(kinds.UnknownKind):
                 kinds.of(name)
 

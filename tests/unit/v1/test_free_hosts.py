@@ -6,6 +6,8 @@ import os
 import re
 import unittest
 
+from osc_lib import exceptions
+
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
@@ -154,6 +156,65 @@ class TestApplyFreeHosts(test_commands.SimulatedNovaTest):
                       'servers still on hv1)', err)
         self.assertEqual([], [c for c in self.nova.calls
                               if c[0] in ('live_migrate', 'set_service')])
+
+
+class TestApplyColdMigratesStopped(test_commands.SimulatedNovaTest):
+    """plan --free-hosts --cold-migrate-stopped, and apply, which must be
+    told so too."""
+
+    def setUp(self):
+        super().setUp()
+        hyps, servers = test_freeing.cloud([b.server(
+            'off', 'hv1', ram_gb=4, status='SHUTOFF')])
+        self.nova = test_executor.FakeNova(hyps, servers, polls=1)
+        self.path = os.path.join(self.tmp.name, 'plan.json')
+        self.snap = self.write('s.json', b.document(hyps, servers))
+
+    def test_planned_then_applied_cold(self):
+        self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', self.snap, '--free-hosts', '1',
+            '--availability-zone', 'az1', '--cold-migrate-stopped',
+            '--output-file', self.path])
+        saved = plan_mod.read(self.path)
+        self.assertIs(True, saved.options['cold_migrate_stopped'])
+        self.assertEqual({'a1', 'off'}, {m.server_name for m in saved.moves})
+        # Not without the operator's word on the command line.
+        error = self.assertRaises(exceptions.CommandError, self.apply,
+                                  [self.path, '-f', 'json'])
+        self.assertIn('was planned with --cold-migrate-stopped: its stopped '
+                      'servers migrate cold; run it with '
+                      '--cold-migrate-stopped', str(error))
+        self.assertEqual([], self.nova.calls)
+        code, out, err = self.apply([self.path, '--cold-migrate-stopped',
+                                     '--disable-freed', REASON, '-f',
+                                     'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual({'done'}, {r['Status'] for r in json.loads(out)})
+        types = {m['server_id']: m['migration_type']
+                 for m in self.nova.migrations}
+        self.assertEqual({'id-off': 'migration', 'id-a1': 'live-migration'},
+                         types)
+        self.assertIn(('confirm', 'id-off'), self.nova.calls)
+        self.assertEqual('SHUTOFF', self.nova.servers['id-off']['status'])
+        self.assertEqual({'hv4'}, {self.nova.servers[s]['hypervisor']
+                                   for s in ('id-off', 'id-a1')})
+        self.assertIn(('set_service', 'cmp-hv1', False, REASON),
+                      self.nova.calls)
+
+    def test_a_stopped_server_keeps_its_host_without_the_flag(self):
+        _, rows = self.run_cmd(plan.PlanLeveller, [
+            '--snapshot', self.snap, '--free-hosts', '1',
+            '--availability-zone', 'az1', '--output-file', self.path])
+        self.assertEqual({'hv2'}, {r[2] for r in rows})
+        self.assertIn('Not freed: hv1 (az1/Gen1): off cannot move: status '
+                      'SHUTOFF: stopped servers stay (use '
+                      '--cold-migrate-stopped to move them)',
+                      self.app.stderr.getvalue())
+        code, out, err = self.apply([self.path, '--cold-migrate-stopped',
+                                     '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)  # live ones only
+        self.assertEqual({'live-migration'}, {
+            m['migration_type'] for m in self.nova.migrations})
 
 
 class TestThroughTheShell(unittest.TestCase):
