@@ -6,33 +6,46 @@ can be freed), side by side in one run:
 - leveller: ``plan --free-hosts`` (core/planning/freeing.py), when this
   checkout has it;
 - watcher: Watcher's ``vm_workload_consolidation``, run offline by the
-  harness in ../shared/bench/watcher_baseline (when its venv exists);
+  harness in ../shared/bench/watcher_baseline (when its venv exists), as
+  one audit of the whole cloud and as one audit per AZ (the harness's
+  ``--az`` scope), the way operators keep servers in their zones;
 - ffd: a first-fit-decreasing packer, what a home-made script does: the
   emptiest hypervisors first, each server (largest first) onto the fullest
   other hypervisor with room under Placement's capacity, a host freed only
   when all its servers fit;
 - milp: the exact optimum (scipy.optimize.milp, HiGHS) on clusters of at
   most --milp-hosts hypervisors: the most hypervisors freed with at most as
-  many moves as the leveller made, then the fewest GiB, under the rules a
-  plan must keep (below).
+  many moves as the leveller made, then the fewest GiB (no gap allowed),
+  under the rules a plan must keep (below); and the most with any number
+  of moves.
 
-Every plan is replayed, in order, through the leveller's rules (the target
-placement's policy: Nova's rules, locks, opt-outs, every destination rule
+Every plan is replayed, in order, through the leveller's rules (plan
+--free-hosts' policy: Nova's rules, locks, opt-outs, every destination rule
 including capacity, server groups, the ceiling and saturation; a stopped
-server migrates cold). A move that one of Nova's rules refuses is
-infeasible; one that only the leveller's own rules refuse (filters.CHOICES:
-keeping a server in its zone, soft groups as hard ...) is counted apart.
+server migrates cold, as evacuate --cold-migrate-stopped moves it). A move
+that one of Nova's rules refuses is infeasible; one that only the
+leveller's own rules (filters.CHOICES: keeping a server in its zone, soft
+groups as hard ...) or its load limits (the ceiling, CPU saturation)
+refuse is counted apart: Nova would run it.
 A hypervisor is freed when it hosted servers and hosts none after the plan:
-as planned, and as Nova would run it (the moves Nova refuses not made).
+as planned, as Nova would run it (the moves Nova refuses not made), and
+with every rule kept (the moves any rule refuses not made: what the
+leveller's apply would run of the plan).
 
-The MILP keeps: who may move at all, the static destination rules (AZ, CPU,
-aggregates, traits, service, ...), Placement capacity per resource class,
-hard anti-affinity (at most one member per hypervisor) and affinity
-(members stay), the ceiling on the host score. Its plan is replayed like
-the others.
+The MILP keeps: who may move at all (stopped servers cold), the static
+destination rules (AZ, CPU, aggregates, traits, service, ...), Placement
+capacity per resource class, hard anti-affinity (at most one member per
+hypervisor) and affinity (members stay), the ceiling on the host score.
+Its plan is replayed like the others.
+
+With --cpu-compatibility features, every generated CPU model offers the
+features of the older ones (GENERATIONS), and the leveller's CPU rule
+compares features, as for a cloud of host-model guests: a move to a newer
+model runs, to an older one Nova refuses.
 
     python benchmarks/consolidation.py --hosts 20 --servers 200 --seed 1 \\
-        [--hosts 1000 --servers 20000 ...] [--json F]
+        [--hosts 1000 --servers 20000 ...] [--cpu-compatibility features] \\
+        [--json F]
 """
 
 import argparse
@@ -59,10 +72,12 @@ from benchmarks import generate  # noqa: E402
 from osc_leveller.core.load import state as state_mod  # noqa: E402
 from osc_leveller.core.model import model  # noqa: E402
 from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
+from osc_leveller.core.model import watcher_cluster  # noqa: E402
 from osc_leveller.core.planning import context  # noqa: E402
 from osc_leveller.core.planning import paths  # noqa: E402
 from osc_leveller.core.rules import filters  # noqa: E402
 from osc_leveller.core.rules import policy  # noqa: E402
+from osc_leveller.core.settings import config  # noqa: E402
 from osc_leveller.core.settings import options as opts  # noqa: E402
 
 WATCHER = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'shared',
@@ -70,11 +85,38 @@ WATCHER = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'shared',
 WATCHER_PY = os.path.expanduser('~/.cache/watcher-baseline-venv/bin/python')
 RESOURCES = (model.VCPU, model.MEMORY_MB, model.DISK_GB)
 # Refusals of Nova's rules: the move would fail (not the leveller's own).
-NOVA_REFUSES = frozenset(r.code for r in filters.RULES) - filters.CHOICES
+LOAD_LIMITS = frozenset(('ceiling', 'saturation'))
+NOVA_REFUSES = frozenset(r.code for r in filters.RULES) - filters.CHOICES \
+    - LOAD_LIMITS
+EVERY_RULE = frozenset(r.code for r in filters.RULES) | {None}
+
+
+# --cpu-compatibility features: each generation offers the CPU features of
+# the ones before it, as Nova's libvirt driver compares a host-model
+# guest's CPU with the destination's (a move to a newer model runs, to an
+# older one fails). The generator gives models only.
+GENERATIONS = ('Skylake-Server', 'Cascadelake-Server', 'Icelake-Server',
+               'SapphireRapids')
+CPU_COMPATIBILITY = [config.CPU_MODEL]  # set by --cpu-compatibility
 
 
 def options():
-    return dataclasses.replace(opts.PlannerOptions(), cooldown_hours=0.0)
+    return dataclasses.replace(opts.PlannerOptions(), cooldown_hours=0.0,
+                               cpu_compatibility=CPU_COMPATIBILITY[0])
+
+
+def load(cluster, path):
+    """The snapshot of the generated cluster; with features, each
+    hypervisor's CPU features those of its generation and the older."""
+    if CPU_COMPATIBILITY[0] != config.CPU_FEATURES:
+        return snapshot_io.load(path)
+    document = watcher_cluster.to_snapshot_document(cluster, path)
+    for hyp in document['hypervisors']:
+        model_ = hyp['cpu']['model']
+        known = GENERATIONS.index(model_) + 1 if model_ in GENERATIONS else 0
+        hyp['cpu'] = dict(hyp['cpu'], arch='x86_64', features=[
+            'gen%d' % i for i in range(known)])
+    return snapshot_io.parse(dict(document, format=snapshot_io.FORMAT), path)
 
 
 def freed(snap, moves):
@@ -86,21 +128,22 @@ def freed(snap, moves):
     return sorted(before - set(where.values()))
 
 
-def infeasible(snap, moves):
-    """({rule code: moves the leveller's rules refuse}, the moves Nova
-    would make), replayed in order."""
+def infeasible(snap, moves, skip=NOVA_REFUSES):
+    """({rule code: moves the leveller's rules refuse}, the moves made),
+    replayed in order; a move refused by a rule of skip is not made (by
+    default Nova's rules: the moves Nova would make)."""
     ctx = context.Context(snap, options())
     state, refused, made = ctx.new_state(), collections.Counter(), []
     for sid, dest in moves:
         server = ctx.snapshot.server(sid)
         who = policy.DRAIN_COLD if server.status in \
-            model.STOPPED_STATUSES else policy.PLACEMENT
+            model.STOPPED_STATUSES else policy.FREE_HOSTS
         reason = who.why_not_to(
             server, ctx.snapshot.hypervisor(dest), state, ctx.rules)
         code = getattr(reason, 'code', None) if reason else None
         if reason:
             refused[code or str(reason)[:30]] += 1
-        if code not in NOVA_REFUSES:
+        if not reason or code not in skip:
             state.apply(sid, dest)
             made.append((sid, dest))
     return dict(refused), made
@@ -156,31 +199,44 @@ def _fits(server, hyp, state):
     return True
 
 
-def watcher(path):
-    """Watcher's vm_workload_consolidation: (moves, seconds, status)."""
+def watcher(path, azs=(None,)):
+    """Watcher's vm_workload_consolidation, one audit per scope (None: the
+    whole cloud; an AZ: that zone alone, as operators scope audits):
+    (moves, seconds, status)."""
     if not os.path.exists(WATCHER_PY):
         return None, 0.0, 'no venv (bash %s/setup.sh)' % WATCHER
-    result = subprocess.run(
-        [WATCHER_PY, os.path.join(WATCHER, 'run_watcher.py'), '--strategy',
-         'vm_workload_consolidation', '--cluster', path], capture_output=True,
-        text=True)
-    try:
-        out = json.loads(result.stdout)
-    except ValueError:
-        return None, 0.0, 'error: %s' % result.stderr.strip()[-300:]
-    return ([(m['server'], m['destination'])
-             for m in out.get('migrations', ())],
-            out.get('wall_time_s', 0.0), out.get('status'))
+    moves, seconds, statuses = [], 0.0, set()
+    for az in azs:
+        argv = [WATCHER_PY, os.path.join(WATCHER, 'run_watcher.py'),
+                '--strategy', 'vm_workload_consolidation', '--cluster', path]
+        if az is not None:
+            argv += ['--az', az]
+        result = subprocess.run(argv, capture_output=True, text=True)
+        try:
+            out = json.loads(result.stdout)
+        except ValueError:
+            return None, 0.0, 'error: %s' % result.stderr.strip()[-300:]
+        moves += [(m['server'], m['destination'])
+                  for m in out.get('migrations', ())]
+        seconds += out.get('wall_time_s', 0.0)
+        statuses.add(out.get('status'))
+    return moves, seconds, ', '.join(sorted(map(str, statuses)))
 
 
-def leveller(snap):
-    """plan --free-hosts, when this checkout has it: (moves, seconds)."""
+def leveller(snap, cold):
+    """plan --free-hosts (--cold-migrate-stopped when cold), when this
+    checkout has it: (moves, seconds)."""
     try:
         from osc_leveller.core.planning import freeing
     except ImportError:
         return None, 0.0
     started = time.process_time()
-    plan = freeing.make_plan(snap, options())
+    try:
+        plan = freeing.make_plan(snap, options(), cold=cold)
+    except TypeError:  # a checkout before --cold-migrate-stopped
+        if cold:
+            return None, 0.0
+        plan = freeing.make_plan(snap, options())
     return ([(m.server_id, m.destination) for m in plan.moves],
             time.process_time() - started)
 
@@ -193,7 +249,7 @@ def milp(snap, max_moves, seconds=120.0):
     hosts = [h for h in snapshot.hypervisors if h.usable]
     index = {h.name: i for i, h in enumerate(hosts)}
     servers = [s for s in snapshot.servers if s.hypervisor in index]
-    may = {s.id: policy.PLACEMENT.why_not(s, rules) is None and
+    may = {s.id: policy.FREE_HOSTS_COLD.why_not(s, rules) is None and
            not _in_affinity(s, rules) for s in servers}
     pairs = []  # (server index, host index)
     for i, server in enumerate(servers):
@@ -271,7 +327,7 @@ def milp(snap, max_moves, seconds=120.0):
         cost, integrality=np.ones(n_x + n_y),
         bounds=optimize.Bounds(0, 1),
         constraints=optimize.LinearConstraint(matrix, lower, upper),
-        options={'time_limit': seconds})
+        options={'time_limit': seconds, 'mip_rel_gap': 0.0})
     if result.x is None:
         return None, result.message
     moves = [(servers[i].id, hosts[h].name)
@@ -291,13 +347,14 @@ def row(name, snap, moves, seconds, status=''):
     if moves is None:
         return dict(planner=name, status=status)
     refused, made = infeasible(snap, moves)
+    _, kept = infeasible(snap, moves, EVERY_RULE)
     return dict(planner=name, freed=len(freed(snap, moves)),
-                run=len(freed(snap, made)),
+                run=len(freed(snap, made)), kept=len(freed(snap, kept)),
                 moves=len(moves), gib=round(gib(snap, moves)),
                 infeasible=sum(n for code, n in refused.items()
-                               if code not in filters.CHOICES),
+                               if code in NOVA_REFUSES),
                 own=sum(n for code, n in refused.items()
-                        if code in filters.CHOICES),
+                        if code not in NOVA_REFUSES),
                 refused=refused,
                 seconds=round(seconds, 2), status=status or 'ok')
 
@@ -308,13 +365,22 @@ def bench(hosts, servers, seed, milp_hosts):
         path = os.path.join(tmp, 'c.json')
         with open(path, 'w') as stream:
             json.dump(cluster, stream)
-        snap = snapshot_io.load(path)
+        snap = load(cluster, path)
         rows = []
-        ours, seconds = leveller(snap)
-        rows.append(row('leveller', snap, ours, seconds,
-                        '' if ours is not None else 'not in this checkout'))
+        ours, seconds = leveller(snap, cold=True)
+        rows.append(row('leveller --cold-migrate-stopped', snap, ours,
+                        seconds, '' if ours is not None
+                        else 'not in this checkout'))
+        moves, seconds = leveller(snap, cold=False)
+        rows.append(row('leveller, stopped servers stay', snap, moves,
+                        seconds, '' if moves is not None
+                        else 'not in this checkout'))
         moves, seconds, status = watcher(path)
         rows.append(row('watcher', snap, moves, seconds, status))
+        azs = sorted({h['az'] for h in cluster['hypervisors']})
+        moves, seconds, status = watcher(path, azs)
+        rows.append(row('watcher, an audit per AZ', snap, moves, seconds,
+                        status))
         started = time.process_time()
         moves = ffd(snap)
         rows.append(row('ffd', snap, moves, time.process_time() - started))
@@ -324,12 +390,16 @@ def bench(hosts, servers, seed, milp_hosts):
             moves, status = milp(snap, limit)
             rows.append(row('milp (at most %d moves)' % limit, snap, moves,
                             time.process_time() - started, status))
+            started = time.process_time()
+            moves, status = milp(snap, len(snap.servers))
+            rows.append(row('milp (any number of moves)', snap, moves,
+                            time.process_time() - started, status))
     return {'hosts': hosts, 'servers': len(cluster['servers']),
             'seed': seed, 'rows': rows}
 
 
-COLUMNS = ('planner', 'freed', 'run', 'moves', 'gib', 'infeasible', 'own',
-           'seconds', 'status')
+COLUMNS = ('planner', 'freed', 'run', 'kept', 'moves', 'gib', 'infeasible',
+           'own', 'seconds', 'status')
 
 
 def table(results):
@@ -340,8 +410,9 @@ def table(results):
         lines.append(tabulate.tabulate(
             [[r.get(c, '') for c in COLUMNS] for r in result['rows']],
             headers=('planner', 'hosts freed', 'freed as Nova runs it',
-                     'moves', 'GiB moved',
-                     'Nova refuses', 'the leveller\'s own rules refuse',
+                     'freed, every rule kept', 'moves', 'GiB moved',
+                     'Nova refuses', 'the leveller\'s own rules and load '
+                     'limits refuse',
                      'seconds', 'status'),
             tablefmt='github', disable_numparse=True))
     return '\n'.join(lines)
@@ -355,8 +426,13 @@ def main(argv=None):
     parser.add_argument('--milp-hosts', type=int, default=40,
                         help='the MILP runs on clusters of at most this '
                              'many hypervisors')
+    parser.add_argument('--cpu-compatibility', default=config.CPU_MODEL,
+                        choices=(config.CPU_MODEL, config.CPU_FEATURES),
+                        help='the leveller\'s setting; features: each CPU '
+                             'generation offers the features of the older')
     parser.add_argument('--json')
     args = parser.parse_args(argv)
+    CPU_COMPATIBILITY[0] = args.cpu_compatibility
     sizes = list(zip(args.hosts or [20], args.servers or [200]))
     results = [bench(h, s, args.seed, args.milp_hosts) for h, s in sizes]
     print(table(results))
@@ -364,6 +440,7 @@ def main(argv=None):
         with open(args.json, 'w') as stream:
             json.dump({'date': datetime.date.today().isoformat(),
                        'python': platform.python_version(),
+                       'cpu_compatibility': args.cpu_compatibility,
                        'results': results}, stream, indent=1)
             stream.write('\n')
     return 0
