@@ -55,6 +55,10 @@ class HostModel:
     ram_pressure_per_util: float = 0.0
     cpu_coef: float = 0.0  # score per unit of cpu_load
     ram_coef: float = 0.0
+    # Score per server on the host (weights.count; 0 unless weighted),
+    # and the count that is 100 %: twice the mean per hypervisor.
+    count_coef: float = 0.0
+    count_size: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +91,11 @@ class LoadModel:
     """Scores for a snapshot under given weights; never changes it."""
 
     def __init__(self, snapshot, weights=None):
-        self.weights = dict(weights or config.DEFAULT_WEIGHTS)
+        self.weights = dict(config.DEFAULT_WEIGHTS, **(weights or {}))
+        usable = [h for h in snapshot.hypervisors if h.usable]
+        self.count_size = max(1.0, 2.0 * sum(
+            len(snapshot.servers_on(h.name)) for h in usable) /
+            max(1, len(usable)))
         queued = _queued(snapshot)
         self.hosts = {h.name: self._host(h, queued.get(h.name, 0.0))
                       for h in snapshot.hypervisors}
@@ -109,22 +117,27 @@ class LoadModel:
                 else 0.0
             total += w['ram_pressure'] if metrics.ram_pressure is not None \
                 else 0.0
+            total += w['count']
             return HostModel(
                 METRICS, cpu_size, ram_size,
                 cpu * cpu_size, metrics.ram * ram_size, k_cpu, k_ram,
                 cpu_coef=(w['cpu'] + w['cpu_pressure'] * k_cpu)
                 / (total * cpu_size),
                 ram_coef=(w['ram'] + w['ram_pressure'] * k_ram)
-                / (total * ram_size))
+                / (total * ram_size),
+                count_coef=w['count'] / (total * self.count_size),
+                count_size=self.count_size)
         cpu_size = _cpu_capacity(hyp) or 1.0
         ram_size = hyp.capacity(model.MEMORY_MB) or 1.0
-        total = w['cpu'] + w['ram']
+        total = w['cpu'] + w['ram'] + w['count']
         return HostModel(
             ALLOCATIONS, cpu_size, ram_size,
             float(cpu_allocated(hyp.usages)),
             float(hyp.usage(model.MEMORY_MB)),
             cpu_coef=w['cpu'] / (total * cpu_size),
-            ram_coef=w['ram'] / (total * ram_size))
+            ram_coef=w['ram'] / (total * ram_size),
+            count_coef=w['count'] / (total * self.count_size),
+            count_size=self.count_size)
 
     def _loads_on(self, snapshot, hyp_name):
         """{server id: ServerLoad} of one hypervisor's servers; unmeasured
@@ -159,28 +172,33 @@ class LoadModel:
         """How much the server adds to the host's score."""
         host = self.hosts[host_name]
         cpu, ram = self.amounts(server_id, host_name)
-        return host.cpu_coef * cpu + host.ram_coef * ram
+        return host.cpu_coef * cpu + host.ram_coef * ram + host.count_coef
 
-    def parts(self, host_name, cpu_load, ram_load):
+    # The count's part is in the CPU part: the objective (core/planning/
+    # objective.py) evens out two parts, and 0 unless weighted adds nothing.
+    def parts(self, host_name, cpu_load, ram_load, count=1):
         """(CPU part, RAM part) of the host's score: they add up to it."""
         host = self.hosts[host_name]
-        return host.cpu_coef * cpu_load, host.ram_coef * ram_load
+        return (host.cpu_coef * cpu_load + host.count_coef * count,
+                host.ram_coef * ram_load)
 
     def server_parts(self, server_id, host_name):
         """(CPU part, RAM part) of what the server adds to the host's score."""
         return self.parts(host_name, *self.amounts(server_id, host_name))
 
-    def score(self, host_name, cpu_load, ram_load):
+    def score(self, host_name, cpu_load, ram_load, count):
         host = self.hosts[host_name]
-        return host.cpu_coef * cpu_load + host.ram_coef * ram_load
+        return host.cpu_coef * cpu_load + host.ram_coef * ram_load + \
+            host.count_coef * count
 
-    def dimensions(self, host_name, cpu_load, ram_load):
-        """Per-dimension utilisation {cpu, ram, cpu_pressure, ram_pressure}."""
+    def dimensions(self, host_name, cpu_load, ram_load, count):
+        """Per-dimension utilisation {cpu, ram, cpu_pressure, ram_pressure,
+        count}."""
         host = self.hosts[host_name]
         cpu = cpu_load / host.cpu_size
         ram = ram_load / host.ram_size
         result = {'cpu': cpu, 'ram': ram, 'cpu_pressure': None,
-                  'ram_pressure': None}
+                  'ram_pressure': None, 'count': count / host.count_size}
         if host.mode == METRICS:
             result['cpu_pressure'] = host.cpu_pressure_per_util * cpu
             result['ram_pressure'] = host.ram_pressure_per_util * ram

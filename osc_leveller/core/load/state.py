@@ -17,7 +17,9 @@ class State:
         self.load_model = load_model
         self._host_of = {}
         self._usage = {}  # hypervisor -> Counter, copied on first write
-        self._load = {name: [h.cpu_load, h.ram_load]
+        # CPU, RAM and the number of servers.
+        self._load = {name: [h.cpu_load, h.ram_load,
+                             len(snapshot.servers_on(name))]
                       for name, h in load_model.hosts.items()}
         self.moved = set()
         self.history = []  # (server, source, destination) of each move
@@ -38,17 +40,17 @@ class State:
         return self._load[hypervisor_name][0]
 
     def score(self, hypervisor_name):
-        cpu, ram = self._load[hypervisor_name]
-        return self.load_model.score(hypervisor_name, cpu, ram)
+        return self.load_model.score(hypervisor_name,
+                                     *self._load[hypervisor_name])
 
     def parts(self, hypervisor_name):
         """(CPU part, RAM part) of the score: they add up to it."""
-        cpu, ram = self._load[hypervisor_name]
-        return self.load_model.parts(hypervisor_name, cpu, ram)
+        return self.load_model.parts(hypervisor_name,
+                                     *self._load[hypervisor_name])
 
     def dimensions(self, hypervisor_name):
-        cpu, ram = self._load[hypervisor_name]
-        return self.load_model.dimensions(hypervisor_name, cpu, ram)
+        return self.load_model.dimensions(hypervisor_name,
+                                          *self._load[hypervisor_name])
 
     def copy(self):
         """An independent State with the same moves applied."""
@@ -96,6 +98,7 @@ class State:
             load = self._load[name]
             load[0] += sign * cpu
             load[1] += sign * ram
+            load[2] += sign
         self._host_of[server_id] = destination
         self.moved.add(server_id)
         self.history.append((server_id, source, destination))

@@ -182,21 +182,21 @@ class MoveSearch:
             return loads
         loads = self._loads[src, model] = []
         host = self.model.hosts[src]
-        cpu_coef, ram_coef, measured = model
+        cpu_coef, ram_coef, count_coef, measured = model
         for sid in self.movable_on(src):
             load = self.model.servers[sid]
-            # LoadModel.amounts and parts, inlined.
+            # LoadModel.amounts and server_parts, inlined.
             if host.mode == scoring.METRICS:
-                a_c = host.cpu_coef * load.cores
+                a_c = host.cpu_coef * load.cores + host.count_coef
                 a_r = host.ram_coef * load.ram_mb
             else:
-                a_c = host.cpu_coef * load.vcpus
+                a_c = host.cpu_coef * load.vcpus + host.count_coef
                 a_r = host.ram_coef * load.alloc_ram_mb
             if measured:
-                b_c = cpu_coef * load.cores
+                b_c = cpu_coef * load.cores + count_coef
                 b_r = ram_coef * load.ram_mb
             else:
-                b_c = cpu_coef * load.vcpus
+                b_c = cpu_coef * load.vcpus + count_coef
                 b_r = ram_coef * load.alloc_ram_mb
             a, b = a_c + a_r, b_c + b_r
             loads.append((
@@ -222,4 +222,5 @@ class MoveSearch:
 
 def _model_of(host):
     """Hosts alike for the load a server brings: same mode, coefficients."""
-    return host.cpu_coef, host.ram_coef, host.mode == scoring.METRICS
+    return host.cpu_coef, host.ram_coef, host.count_coef, \
+        host.mode == scoring.METRICS

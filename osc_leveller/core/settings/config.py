@@ -99,16 +99,22 @@ class Key:
 
 # The dimensions of a hypervisor's score (core/load/scoring.py) and their
 # weights. Pressure is a symptom of contention already partly visible in
-# utilisation.
-DIMENSIONS = ('cpu', 'ram', 'cpu_pressure', 'ram_pressure')
+# utilisation. The server count is off unless weighted: a balancing plan
+# then evens out the number of servers per hypervisor with the load.
+DIMENSIONS = ('cpu', 'ram', 'cpu_pressure', 'ram_pressure', 'count')
 DEFAULT_WEIGHTS = {'cpu': 1.0, 'ram': 1.0, 'cpu_pressure': 0.5,
-                   'ram_pressure': 0.5}
+                   'ram_pressure': 0.5, 'count': 0.0}
+_WEIGHT_HELP = {'count': 'Weight of the number of servers in the host score '
+                         '(the servers on the hypervisor over twice the '
+                         'mean per hypervisor; 0: not counted)'}
 
 
 def _weight(name):
     return Key('weights.' + name, FLOAT, DEFAULT_WEIGHTS[name],
                minimum=0, option='weights.' + name,
-               help='Weight of %s in the host score' % name.replace('_', ' '))
+               help=_WEIGHT_HELP.get(name, 'Weight of %s in the host score'
+                                     % name.replace('_', ' ')),
+               recorded_if_set=name == 'count')
 
 
 KEYS = (

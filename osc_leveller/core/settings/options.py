@@ -119,6 +119,8 @@ def to_document(options):
         if isinstance(value, frozenset):
             value = sorted(value)
         elif isinstance(value, dict):
-            value = dict(value)
+            value = {k: v for k, v in value.items()
+                     if not ('%s.%s' % (name, k) in quiet
+                             and v == DEFAULTS[name].get(k))}
         document[name] = value
     return document

@@ -39,6 +39,35 @@ class TestHostScore(unittest.TestCase):
         self.assertAlmostEqual(expected, state.score('hv1'))
         self.assertAlmostEqual(0.2, state.dimensions('hv1')['cpu_pressure'])
 
+    def test_the_server_count_when_weighted(self):
+        # hv1 and hv2 carry the same load, in 6 servers and in 2; hv3 has
+        # none. The count that is 100 %: twice the mean, 2 x 8 / 3.
+        hyps = [b.hypervisor(h) for h in ('hv1', 'hv2', 'hv3')]
+        servers = [b.server('a%d' % i, 'hv1', vcpus=2, ram_gb=8)
+                   for i in range(6)] + [
+            b.server('b%d' % i, 'hv2', vcpus=6, ram_gb=24) for i in range(2)]
+        snap = b.snapshot(hyps, servers)
+        plain = state_mod.new_state(snap)
+        self.assertAlmostEqual(plain.score('hv1'), plain.score('hv2'))
+        state = state_mod.new_state(snap, dict(config.DEFAULT_WEIGHTS,
+                                               count=2.0))
+        size = 2 * 8 / 3
+        for host, count in (('hv1', 6), ('hv2', 2), ('hv3', 0)):
+            dims = state.dimensions(host)
+            self.assertAlmostEqual(count / size, dims['count'])
+            self.assertAlmostEqual(
+                (dims['cpu'] + dims['ram'] + 2.0 * dims['count']) / 4.0,
+                state.score(host))
+            self.assertAlmostEqual(state.score(host), sum(state.parts(host)))
+        # A move takes one server's count with it.
+        before = state.score('hv3')
+        delta = state.load_model.delta('id-a0', 'hv3')
+        state.apply('id-a0', 'hv3')
+        self.assertAlmostEqual(before + delta, state.score('hv3'))
+        self.assertAlmostEqual(1 / size, state.dimensions('hv3')['count'])
+        self.assertAlmostEqual(
+            (0.5 / 32 + 8 / 128 / 1 + 2 * 1 / size) / 4, state.score('hv3'))
+
     def test_delta_is_the_score_change_of_a_move(self):
         hyps = [b.hypervisor('hv1', cpu=0.7, ram=0.6),
                 b.hypervisor('hv2', vcpus=64, ram_gb=256),

@@ -302,3 +302,53 @@ class TestMemory(unittest.TestCase):
         self.assertGreater(len(plan.moves), 50)
         self.assertTrue(any('held' in d for d in plan.domains))
         self.assertEqual(plan.moves, again.moves)
+
+
+class TestCountWeight(unittest.TestCase):
+    """weights.count: the server count as a dimension of the score, so a
+    balancing plan evens out the counts with the load (DRS's 'VM
+    distribution'), in the proportion the weights say."""
+
+    def cloud(self):
+        # The same load on hv1 and hv2, in 8 servers and in 2; hv3 holds
+        # two more like hv2's. Levelled by load alone, nothing moves.
+        hyps = [b.hypervisor(h) for h in ('hv1', 'hv2', 'hv3')]
+        servers = [b.server('a%d' % i, 'hv1', vcpus=2, ram_gb=8)
+                   for i in range(8)] + [
+            b.server('%s%d' % (h, i), h, vcpus=8, ram_gb=32)
+            for h in ('hv2', 'hv3') for i in range(2)]
+        return b.snapshot(hyps, servers)
+
+    def counts(self, snap, plan):
+        where = {s.id: s.hypervisor for s in snap.servers}
+        for move in plan.moves:
+            where[move.server_id] = move.destination
+        return collections.Counter(where.values())
+
+    def test_levelled_with_the_load(self):
+        from osc_leveller.core.planning import planner
+        snap = self.cloud()
+        options = opts.PlannerOptions(max_moves=100)
+        plain = planner.make_plan(snap, options)
+        self.assertEqual((), plain.moves, plain.note)
+        self.assertNotIn('count', plain.options['weights'])
+        weighted = opts.PlannerOptions(max_moves=100, weights=dict(
+            options.weights, count=1.0))
+        plan = planner.make_plan(snap, weighted)
+        counts = self.counts(snap, plan)
+        self.assertTrue(plan.moves)
+        self.assertLess(max(counts.values()) - min(counts.values()), 8 - 2)
+        # Each move's figures are the scores with the count in them, and
+        # the plan file says it was weighted.
+        state = state_mod.new_state(snap, weighted.weights)
+        for move in plan.moves:
+            self.assertAlmostEqual(move.source_score[0],
+                                   state.score(move.source))
+            self.assertAlmostEqual(move.destination_score[0],
+                                   state.score(move.destination))
+            state.apply(move.server_id, move.destination)
+            self.assertAlmostEqual(move.source_score[1],
+                                   state.score(move.source))
+        self.assertEqual(1.0, plan.options['weights']['count'])
+        self.assertEqual(1.0, plan_mod.from_document(json.loads(
+            plan_mod.dumps(plan))).options['weights']['count'])
