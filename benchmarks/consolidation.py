@@ -241,6 +241,36 @@ def leveller(snap, cold):
             time.process_time() - started)
 
 
+def leveller_as_many(snap, target):
+    """plan --free-hosts N --cold-migrate-stopped with the smallest N (a
+    domain) that frees, as Nova runs it, at least target hypervisors in
+    all: (moves, seconds, N), or (None, 0.0, None) when no N does."""
+    try:
+        from osc_leveller.core.planning import freeing
+        freeing.free_hosts(snap, options(), 1, cold=True)
+    except (ImportError, TypeError):
+        return None, 0.0, None
+    started, tried = time.process_time(), {}
+
+    def run(count):
+        if count not in tried:
+            found = freeing.free_hosts(snap, options(), count, cold=True)
+            moves = [(m.server_id, m.destination) for m in found.moves]
+            tried[count] = moves, len(freed(snap, infeasible(snap, moves)[1]))
+        return tried[count]
+
+    low, high = 1, len(snap.hypervisors)
+    if run(high)[1] < target:
+        return None, 0.0, None
+    while low < high:  # the freed count grows with N
+        middle = (low + high) // 2
+        if run(middle)[1] >= target:
+            high = middle
+        else:
+            low = middle + 1
+    return run(low)[0], time.process_time() - started, low
+
+
 def milp(snap, max_moves, seconds=120.0):
     """The most hypervisors freed with at most max_moves moves, then the
     fewest GiB: (moves, status)."""
@@ -377,6 +407,13 @@ def bench(hosts, servers, seed, milp_hosts):
                         else 'not in this checkout'))
         moves, seconds, status = watcher(path)
         rows.append(row('watcher', snap, moves, seconds, status))
+        # The leveller freeing no fewer than Watcher's audit as Nova runs
+        # it: the GiB the same result costs.
+        if moves is not None:
+            same, seconds, count = leveller_as_many(snap, rows[-1]['run'])
+            rows.append(row('leveller --free-hosts N, as many as watcher',
+                            snap, same, seconds, 'N=%s' % count
+                            if same is not None else 'no N'))
         azs = sorted({h['az'] for h in cluster['hypervisors']})
         moves, seconds, status = watcher(path, azs)
         rows.append(row('watcher, an audit per AZ', snap, moves, seconds,
@@ -418,6 +455,42 @@ def table(results):
     return '\n'.join(lines)
 
 
+def summary(run, tablefmt='github'):
+    """One line per cluster of a run's results (--json), as the benchmark
+    pages show it: freed as Nova runs it / freed with every rule kept."""
+    lines = []
+    for result in run['results']:
+        rows = {r['planner'].split(' (')[0]: r for r in result['rows']}
+        cold, stay = rows['leveller --cold-migrate-stopped'], \
+            rows['leveller, stopped servers stay']
+        same = rows.get('leveller --free-hosts N, as many as watcher')
+        one, per_az, ffd_ = rows['watcher'], \
+            rows['watcher, an audit per AZ'], rows['ffd']
+        optimum = [r['freed'] for r in result['rows']
+                   if r['planner'].startswith('milp')]
+        lines.append([
+            '%d / %d s%d' % (result['hosts'], result['servers'],
+                             result['seed']),
+            '%d (%d GiB, %.2f s)' % (cold['freed'], cold['gib'],
+                                     cold['seconds']),
+            '%d (%d GiB)' % (stay['freed'], stay['gib']),
+            '%d / %d (%d GiB, %d refused)' % (
+                one['run'], one['kept'], one['gib'], one['infeasible']),
+            '%d (%d GiB, %s)' % (same['run'], same['gib'], same['status'])
+            if same and 'freed' in same else '-',
+            '%d / %d (%d GiB, %d refused)' % (
+                per_az['run'], per_az['kept'], per_az['gib'],
+                per_az['infeasible']),
+            '%d / %d (%d GiB)' % (ffd_['run'], ffd_['kept'], ffd_['gib']),
+            ' / '.join(map(str, optimum)) or '-'])
+    return tabulate.tabulate(lines, headers=(
+        'cluster', 'leveller --cold-migrate-stopped',
+        'leveller, stopped stay', 'Watcher, one audit',
+        'leveller, as many as Watcher', 'Watcher, an audit per AZ',
+        'first-fit decreasing', 'MILP: K moves / any'),
+        tablefmt=tablefmt, disable_numparse=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, action='append')
@@ -431,7 +504,19 @@ def main(argv=None):
                         help='the leveller\'s setting; features: each CPU '
                              'generation offers the features of the older')
     parser.add_argument('--json')
+    parser.add_argument('--summary', metavar='JSON',
+                        help='print the summary tables of a results file '
+                             '(benchmarks/results/consolidation.json) and '
+                             'exit')
+    parser.add_argument('--format', default='github',
+                        help='the summary\'s table format (rst: the docs)')
     args = parser.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as stream:
+            document = json.load(stream)
+        for name, run in document.get('runs', {'': document}).items():
+            print('%s\n%s\n' % (name, summary(run, args.format)))
+        return 0
     CPU_COMPATIBILITY[0] = args.cpu_compatibility
     sizes = list(zip(args.hosts or [20], args.servers or [200]))
     results = [bench(h, s, args.seed, args.milp_hosts) for h, s in sizes]
