@@ -15,6 +15,7 @@ from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import answers
+from osc_leveller.cloud import cloudlock
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import refresh
 from osc_leveller.core.model import snapshot as snapshot_io
@@ -37,8 +38,10 @@ SHAPE = (requests.exceptions.JSONDecodeError, KeyError, TypeError,
 class Actions:
     def __init__(self, conn, metrics=None, history_hours=24.0,
                  retries=collect.RETRIES, progress=None,
-                 max_images=collect.glance.MAX_IMAGES):
+                 max_images=collect.glance.MAX_IMAGES, cloud_lock=None):
         self.conn = conn  # opened with the run's global request id
+        # Kept before each migration starts (cloudlock.CloudLock.keep).
+        self.cloud_lock = cloud_lock
         self.collector = collect.Collector(
             conn, history_hours=history_hours, metrics=metrics,
             retries=retries, progress=progress, max_images=max_images)
@@ -67,18 +70,28 @@ class Actions:
         return snap
 
     def live_migrate(self, server_id, host):
+        self._keep_lock()
         self._action(server_id, {'os-migrateLive': {
             'host': host, 'block_migration': 'auto'}},
             LIVE_MIGRATE_VERSION, 'Nova refused the live migration')
 
     def cold_migrate(self, server_id, host):
         """Migrate a stopped server; the executor confirms it afterwards."""
+        self._keep_lock()
         self._action(server_id, {'migrate': {'host': host}},
                      COLD_MIGRATE_VERSION, 'Nova refused the cold migration')
 
     def confirm(self, server_id):
         self._action(server_id, {'confirmResize': None},
                      COLD_MIGRATE_VERSION, 'Nova refused to confirm it')
+
+    def _keep_lock(self):
+        if self.cloud_lock is None:
+            return
+        try:
+            self.cloud_lock.keep()
+        except (cloudlock.Lost, cloudlock.LockError) as exc:
+            raise executor.ActionError(str(exc)) from exc
 
     def _action(self, server_id, body, version, what):
         try:

@@ -10,6 +10,7 @@ from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
 from osc_leveller.core.run import executor
+from osc_leveller.core.settings import config
 from osc_leveller.v1 import common
 from osc_leveller.v1 import flags
 from osc_leveller.v1 import migrating
@@ -65,6 +66,7 @@ class ApplyLeveller(migrating.MigratingCommand):
                  'reason, so Nova schedules nothing new there ("openstack '
                  'leveller evacuate --restore" enables it again)')
         flags.add(parser, 'apply.batch')
+        flags.add(parser, 'apply.cloud_lock')
         migrating.add_run_options(
             parser, 'Check every move against the live cloud and show what '
                     'would run; migrate nothing')
@@ -88,7 +90,9 @@ class ApplyLeveller(migrating.MigratingCommand):
         return migrating.guarded(
             self, effective, lambda actions, journal: self._apply(
                 parsed_args, effective, plan, actions, journal),
-            last_plausible=self.previous_plausible())
+            last_plausible=self.previous_plausible(),
+            cloud_lock=None if parsed_args.dry_run else config.seconds(
+                effective['apply.cloud_lock']))
 
     def _apply(self, parsed_args, effective, plan, actions, journal):
         say = common.StderrWriter(self.app)

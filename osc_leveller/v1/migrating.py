@@ -6,7 +6,9 @@ scripts."""
 
 import contextlib
 import datetime
+import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -15,6 +17,7 @@ from osc_lib import exceptions
 from osc_lib.command import command
 
 from osc_leveller.cloud import actions as actions_mod
+from osc_leveller.cloud import cloudlock
 from osc_leveller.core.model import errors
 from osc_leveller.core.model import files
 from osc_leveller.core.run import executor
@@ -299,7 +302,7 @@ def _open_journal(command, effective, run_id):
 
 
 def guarded(command, effective, body, history_hours=24.0,
-            last_plausible=None):
+            last_plausible=None, cloud_lock=None):
     """body(actions, journal) with the journal open and the lock held.
 
     The connection sends one new global request id on every call, and the
@@ -308,7 +311,9 @@ def guarded(command, effective, body, history_hours=24.0,
     rules look at (common.history_hours); Prometheus is asked what the
     guard needs, compared with last_plausible (common.metrics_reader). A
     run the body does not end (an error, an interruption) gets its end
-    record here; a refused one ends with its refused record.
+    record here; a refused one ends with its refused record. With
+    cloud_lock (seconds), the cloud lock is taken too, after the local
+    one (cloud/cloudlock.py); another controller's refuses the run.
     """
     run_id = 'req-%s' % uuid.uuid4()
     journal = _open_journal(command, effective, run_id)
@@ -322,8 +327,10 @@ def guarded(command, effective, body, history_hours=24.0,
         except OSError as exc:
             raise exceptions.CommandError('cannot take the lock %s: %s' % (
                 lock.path, exc)) from exc
+        conn = common.open_connection(command.app, effective, run_id)
+        in_cloud = _cloud_lock(conn, cloud_lock, run_id, journal)
         actions = actions_mod.Actions(
-            common.open_connection(command.app, effective, run_id),
+            conn, cloud_lock=in_cloud,
             metrics=common.metrics_reader(effective, last_plausible),
             history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
@@ -349,6 +356,25 @@ def guarded(command, effective, body, history_hours=24.0,
     finally:
         lock.release()
         journal.close()
+
+
+def _cloud_lock(conn, seconds, run_id, journal):
+    """The cloud lock taken for seconds (None: none): Refused (exit 4)
+    when another controller's run holds it."""
+    if not seconds:
+        return None
+    lock = cloudlock.CloudLock(conn.compute, seconds, '%s pid %d %s' % (
+        socket.gethostname(), os.getpid(), run_id))
+    try:
+        lock.acquire()
+    except cloudlock.Held as exc:
+        journal('refused', reason=str(exc))
+        raise Refused(str(exc)) from exc
+    except cloudlock.LockError as exc:
+        raise exceptions.CommandError(str(exc)) from exc
+    journal('cloud-lock', aggregate=cloudlock.NAME, until=lock.until.strftime(
+        '%Y-%m-%dT%H:%M:%SZ'))
+    return lock
 
 
 def execute(command, runner, moves, snapshot=None):

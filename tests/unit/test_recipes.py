@@ -107,6 +107,11 @@ class TestCommandLines(unittest.TestCase):
         self.assertEqual('/usr/bin/openstack', argv[0])
         args = apply_args(argv[1:])
         self.assertEqual(1, args.batch)
+        # Every controller runs it: one acts per interval of the timer.
+        with open(TIMER) as stream:
+            self.assertEqual('*:0/10', unit_value(stream.read(),
+                                                  'OnCalendar'))
+        self.assertEqual('10m', args.cloud_lock)
         state = '/var/lib/' + unit_value(text, 'StateDirectory')
         writable = [p.lstrip('-') for p in unit_value(
             text, 'ReadWritePaths').split()] + [state]

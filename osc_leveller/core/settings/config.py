@@ -466,6 +466,16 @@ KEYS = (
         help='Lock held while apply runs, so runs never overlap',
         flag=Flag('--lock-file', 'Lock that keeps two runs from '
                   'overlapping (default {default})', '<file>')),
+    Key('apply.cloud_lock', DURATION, None, maximum=24 * 3600,
+        help='With the same apply job on several controllers: a run holds '
+             'a lock in the cloud (a Nova host aggregate without hosts) '
+             'for this long from its start, and as long as it moves, so '
+             'one controller acts per interval (set it to the job\'s '
+             'interval, e.g. 10m; empty: none; a dry run takes none)',
+        flag=Flag('--cloud-lock', 'Hold the cloud lock for this long, so '
+                  'that of the controllers running this job one acts per '
+                  'interval (setting apply.cloud_lock; a Prometheus '
+                  'duration such as 10m; empty: none)', '<duration>')),
     Key('apply.journal', FILE, '~/.local/state/osc-leveller/journal.jsonl',
         help='JSON-lines record of every action (empty text: none)',
         flag=Flag('--journal', 'Append a JSON line per action to this file '
@@ -581,8 +591,8 @@ def check(key, value, where, flag=False):
 
 def seconds(duration):
     """The seconds of a Prometheus duration ('1h30m'); 0 for text that is
-    none (prometheus.window is text)."""
-    return windows.seconds(duration) or 0
+    none (prometheus.window is text) and for a key not set (None)."""
+    return (windows.seconds(duration) or 0) if duration else 0
 
 
 def _number(key, value, bad):

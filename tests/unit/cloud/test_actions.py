@@ -15,6 +15,7 @@ from openstack.compute.v2 import service as sdk_service
 from openstack import exceptions as sdk_exc
 
 from osc_leveller.cloud import actions
+from osc_leveller.cloud import cloudlock
 from osc_leveller.core.run import executor
 from tests.unit.cloud.test_collect import quiet
 from tests.unit.cloud.test_collect import response
@@ -397,3 +398,32 @@ class TestErrors(unittest.TestCase):
         with self.assertRaises(executor.ActionError) as ctx:
             acts(Down()).live_migrate(SERVER, 'cmp-hv2')
         self.assertIn('Unable to establish connection', str(ctx.exception))
+
+
+class TestCloudLockKept(unittest.TestCase):
+    """With the cloud lock, each migration is started only once the lock
+    is kept (cloudlock.CloudLock.keep)."""
+
+    def test_a_lost_lock_starts_no_migration(self):
+        class Lost:
+            def keep(self):
+                raise cloudlock.Lost('this run no longer holds the cloud '
+                                     'lock')
+        compute = FakeCompute({('POST', ACTION): response(202, {})})
+        act = acts(compute)
+        act.cloud_lock = Lost()
+        for start in (lambda: act.live_migrate(SERVER, 'cmp-hv2'),
+                      lambda: act.cold_migrate(SERVER, 'cmp-hv2')):
+            with self.assertRaises(executor.ActionError) as ctx:
+                start()
+            self.assertIn('no longer holds the cloud lock', str(ctx.exception))
+        self.assertEqual([], compute.requests)
+
+    def test_kept_then_started(self):
+        kept = []
+        compute = FakeCompute({('POST', ACTION): response(202, {})})
+        act = acts(compute)
+        act.cloud_lock = type('Kept', (), {'keep': lambda s: kept.append(1)})()
+        act.live_migrate(SERVER, 'cmp-hv2')
+        self.assertEqual([1], kept)
+        self.assertEqual(['POST'], [r['method'] for r in compute.requests])

@@ -10,6 +10,7 @@ from unittest import mock
 from osc_lib import exceptions
 from osc_lib.test import base
 
+from osc_leveller.cloud import cloudlock
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
 from osc_leveller.core.model import snapshot as snapshot_io
@@ -29,6 +30,7 @@ from osc_leveller.v1 import score
 from osc_leveller.v1 import runfiles
 from osc_leveller.v1 import snapshot
 from tests.unit import builders as b
+from tests.unit.cloud import test_cloudlock
 from tests.unit.core import test_drain
 from tests.unit.core import test_n_plus_one
 from tests.unit.core import test_runmetrics
@@ -617,6 +619,47 @@ class TestApply(SimulatedNovaTest):
         self.assertEqual('end', events[-1])
         self.assertEqual(1, len({e['request_id'] for e in self.journal()}))
         self.assertTrue(self.journal()[0]['request_id'].startswith('req-'))
+
+    def with_aggregates(self):
+        """Nova's os-aggregates (test_cloudlock's stand-in) behind the
+        connection the run opens."""
+        now = [datetime.datetime.now(datetime.timezone.utc)]
+        aggregates = test_cloudlock.Aggregates(lambda: now)
+        connect = mock.patch.object(
+            common, 'open_connection', lambda app, effective, request_id:
+            types.SimpleNamespace(compute=aggregates))
+        connect.start()
+        self.addCleanup(connect.stop)
+        return aggregates
+
+    def test_another_controllers_cloud_lock_refuses_the_run(self):
+        aggregates = self.with_aggregates()
+        cloudlock.CloudLock(aggregates, 600, 'ctl2 pid 7 req-1').acquire()
+        code, out, err = self.apply(['--batch', '1', '--cloud-lock', '10m'])
+        self.assertEqual(migrating.EXIT_REFUSED, code, err)
+        self.assertIn('holds the cloud lock', err)
+        self.assertIn('ctl2 pid 7 req-1', err)
+        self.assertEqual(['refused'], [e['event'] for e in self.journal()])
+        # Without the setting (empty) nothing is asked of it.
+        code, out, err = self.apply(['--batch', '1', '--cloud-lock', ''])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+
+    def test_a_run_takes_the_cloud_lock_and_a_dry_run_none(self):
+        aggregates = self.with_aggregates()
+        code, out, err = self.apply(['--batch', '1', '--cloud-lock', '10m',
+                                     '--dry-run'])
+        self.assertEqual({}, aggregates.found)
+        self.clouds_yaml['apply']['cloud_lock'] = '10m'
+        code, out, err = self.apply(['--batch', '1'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        (lock,) = aggregates.found.values()
+        records = [e for e in self.journal() if e['event'] != 'note']
+        run = records[-1]['request_id']
+        self.assertIn(run, lock['metadata'][cloudlock.HOLDER])
+        taken = [e for e in records if e['request_id'] == run]
+        self.assertEqual(['cloud-lock', 'start'],
+                         [e['event'] for e in taken[:2]])
+        self.assertEqual(lock['metadata'][cloudlock.UNTIL], taken[0]['until'])
 
     def test_a_failed_move_exits_3_and_the_journal_says_so(self):
         plan_path = os.path.join(self.tmp.name, 'plan.json')

@@ -8,7 +8,7 @@ exec docker run --rm --name osc_leveller_apply --network host \
     -v kolla_logs:/var/log/kolla \
     -e OS_CLOUD=admin \
     osc-leveller \
-    leveller apply --batch 1 \
+    leveller apply --batch 1 --cloud-lock 10m \
     --lock-file /var/lib/osc-leveller/apply.lock \
     --journal /var/log/kolla/osc-leveller/journal.jsonl \
     -f value -c Status
