@@ -120,7 +120,8 @@ def render(report):
         autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
     return env.get_template(TEMPLATE).render(
-        report=report, ends=report_data.ENDS, domains=[_domain(report, d) for d in report.domains],
+        report=report, ends=report_data.ENDS,
+        domains=[_domain(report, d) for d in report.domains],
         taken_at=_time(report.snapshot_taken_at),
         drawn_at=None if report.drawn_at is None else _time(report.drawn_at),
         source=', '.join('%s: %s' % (k, v) for k, v in sorted(

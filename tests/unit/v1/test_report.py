@@ -316,7 +316,38 @@ class TestReportCommand(test_commands.CommandTest):
         self.assertIn('which has changed since: placement, capacity or '
                       'rules differ', self.app.stderr.getvalue())
 
-    def test_a_plan_of_another_cloud_is_not_drawn(self):
+    def test_drawn_on_the_live_cloud_and_not_on_another(self):
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
+                                         '--output-file', saved])
+        with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
+                               '..', 'data', 'demo-snapshot.json')) as f:
+            document = json.load(f)
+        document['taken_at'] = '2026-11-20T11:00:00Z'
+        path = os.path.join(self.tmp.name, 'r.html')
+        with self.live(document):
+            names, values = self.run_cmd(report.ReportLeveller, [
+                saved, '--output-file', path])
+        self.assertEqual('the state of 2026-11-20 11:00 UTC',
+                         dict(zip(names, values))['Drawn On'])
+        with open(path, encoding='utf-8') as f:
+            page = Page(f.read())
+        self.assertEqual(len(plan_mod.read(saved).moves),
+                         len(page.find('tr', 'move')))
+        # A plan that records its cloud is drawn on that cloud only.
+        with open(saved) as f:
+            recorded = json.load(f)
+        recorded['snapshot']['source'][snapshot_io.NOVA_SERVICE] = 'c0ffee'
+        other = self.write('other.json', recorded)
+        document['source'][snapshot_io.NOVA_SERVICE] = 'beef'
+        os.remove(path)
+        with self.live(document):
+            self.assert_command_error(report.ReportLeveller, [
+                other, '--output-file', path],
+                '%s: the plan was made on another cloud' % other)
+        self.assertFalse(os.path.exists(path))
+
+    def test_a_snapshot_without_the_plans_servers_is_refused(self):
         saved = os.path.join(self.tmp.name, 'plan.json')
         self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
                                          '--output-file', saved])
