@@ -3,6 +3,7 @@
 from cliff import columns
 
 from osc_leveller.core.load import duration
+from osc_leveller.v1 import common
 
 BAR_WIDTH = 10
 
@@ -66,6 +67,26 @@ class DurationColumn(columns.FormattableColumn):
 
     def machine_readable(self):
         return self._value
+
+
+class HeadroomColumn(columns.FormattableColumn):
+    """A domain's N+k headroom (core.rules.headroom.Headroom): 'yes' or
+    'no: ' and why in a table; in JSON the answer's parts, so a script
+    reads which hypervisors were lost and which servers fit nowhere
+    without parsing the sentence."""
+
+    def human_readable(self):
+        return common.printable(self._value.reason())  # names from the cloud
+
+    def machine_readable(self):
+        found = self._value
+        return {
+            'ok': found.ok, 'k': found.k, 'hypervisors': found.hypervisors,
+            'lost': list(found.lost),
+            'unplaced': [{'server_id': server.id, 'server': server.label,
+                          'reason': why} for server, why in found.unplaced],
+            'sets': found.sets, 'every_set': found.every_set,
+            'reason': found.reason()}
 
 
 def _number(value):

@@ -68,7 +68,7 @@ class ScoreLeveller(outputs.StdoutCommand, command.Lister):
             {h.name: state.score(h.name) for h in usable}, domains)
         # N+k: each domain's hypervisors' servers packed onto the others.
         k = effective['headroom']
-        spare = {h.domain: h.reason() for h in headroom.of_domains(
+        spare = {h.domain: h for h in headroom.of_domains(
             snapshot, state, rules, k, names={h.name for h in usable})}
         if parsed_args.summary:
             return DOMAIN_COLUMNS + ('N+%d' % k,), self._domain_rows(
@@ -120,7 +120,7 @@ class ScoreLeveller(outputs.StdoutCommand, command.Lister):
     def _domain_rows(self, stats, spare):
         return [(s.domain, s.hosts, columns.ScoreColumn(s.mean),
                  round(s.imbalance, 4), round(s.gap, 4), s.hottest, s.coolest,
-                 spare[s.domain])
+                 columns.HeadroomColumn(spare[s.domain]))
                 for s in stats]
 
 
@@ -154,4 +154,4 @@ def _summary_lines(snapshot, state, stats, spare, k):
     for s in stats:
         yield '  %-32s %15s  imbalance %.3f  gap %.2f  N+%d %s' % (
             s.domain, common.plural(s.hosts, 'hypervisor'), s.imbalance,
-            s.gap, k, spare[s.domain])
+            s.gap, k, spare[s.domain].reason())

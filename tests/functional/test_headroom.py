@@ -62,12 +62,17 @@ class TestFragmentedHeadroom(test_evacuate.Evacuating,
         self.assertGreaterEqual(free['hv02'] + free['hv03'], used['hv01'])
         self.assertLess(max(free['hv02'], free['hv03']), needs)
 
-        rows = {r['Domain']: r['N+1'] for r in base.openstack(
+        found = {r['Domain']: r['N+1'] for r in base.openstack(
             'leveller', 'score', '--summary')}
+        rows = {d: n['reason'] for d, n in found.items()}
         self.assertTrue(rows[DOMAIN].startswith(
             'no: losing %s, 1 server fit nowhere: big-1 (on %s, big-1: '
             'MEMORY_MB full: ' % (self.node['hv01'], self.node['hv02'])),
             rows[DOMAIN])
+        # The same answer in fields: what was lost, which server is left.
+        self.assertEqual((False, [self.node['hv01']], [big['id']]), (
+            found[DOMAIN]['ok'], found[DOMAIN]['lost'],
+            [u['server_id'] for u in found[DOMAIN]['unplaced']]))
         # az2's hypervisors run nothing.
         self.assertEqual({'yes'}, {n for d, n in rows.items() if d != DOMAIN})
         # plan --keep-n-plus-one: a loss not absorbed to start with holds

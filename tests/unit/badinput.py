@@ -70,7 +70,7 @@ KINDS = ('snapshot-file', 'plan-file', 'config-file', 'clouds-yaml', 'flag',
 # Cases per kind for the default run, about 800 (under a minute on two
 # idle cores, a minute and a half on busy ones); --count scales them. A
 # kind with fewer distinct cases (flags, endpoints x faults) gives all.
-QUOTA = {'snapshot-file': 150, 'plan-file': 70, 'config-file': 120,
+QUOTA = {'snapshot-file': 150, 'plan-file': 95, 'config-file': 120,
          'clouds-yaml': 80, 'flag': 110, 'cloud-answer': 180,
          'prometheus-answer': 105, 'target-placement-file': 40,
          'output-path': 70}
@@ -701,16 +701,39 @@ def gen_plan_files(rng, count):
     path = DIR + '/plan.json'
     doc = plan_doc()
     argv = ['leveller', 'apply', path, '--dry-run']
+    # report PLAN_FILE reads a plan file as apply does; the report it
+    # would write is never left behind.
+    report = ['leveller', 'report', path, '--snapshot', DIR + '/snap.json',
+              '--output-file', DIR + '/r.html']
+    snapshot = to_json(snapshot_doc())
 
-    def add(description, content, expect, extra=()):
+    def add(description, content, expect, extra=(), drawn=False):
         cases.append(Case(
-            'plan-file', description, argv + list(extra),
+            'plan-file', description,
+            report if drawn else argv + list(extra),
             expect=(path,) + tuple(e for e in expect if e),
-            files={'plan.json': content}))
+            files={'plan.json': content, 'snap.json': snapshot},
+            absent=(DIR + '/r.html',) if drawn else ()))
 
     text = to_json(doc)
     for label, content, phrase in damaged_json(rng, text):
         add(label, content, (phrase,))
+        add('report: ' + label, content, (phrase,), drawn=True)
+    lost = copy.deepcopy(doc)
+    lost['moves'][0]['server_id'] = 'no-such-server'
+    add('report: a move of a server the snapshot lacks', to_json(lost),
+        ('moves[0]', 'no-such-server', 'not in the snapshot', '--snapshot'),
+        drawn=True)
+    elsewhere = copy.deepcopy(doc)
+    elsewhere['moves'][0]['source'] = elsewhere['moves'][0]['destination']
+    add('report: a move from where its server is not', to_json(elsewhere),
+        ('moves[0]', "not on the move's source"), drawn=True)
+    for option, value in (('threshold', 'high'), ('weights', 3),
+                          ('exclude_hosts', [1]), ('ceiling', None)):
+        bad = copy.deepcopy(doc)
+        bad['options'][option] = value
+        add('report: options.%s %r' % (option, value), to_json(bad),
+            ('options.%s' % option,), drawn=True)
     twice = copy.deepcopy(doc)
     twice['moves'].append(dict(twice['moves'][0], wave=9))
     add('a server moved twice', to_json(twice), ('moves[%d]' % (
@@ -740,7 +763,8 @@ def gen_plan_files(rng, count):
         if where == ('format',):
             continue  # the format check names the format, not the field
         add(label, to_json(document), (
-            spell(where) if where is not None else 'nested too deeply',))
+            spell(where) if where is not None else 'nested too deeply',),
+            drawn=attempts % 4 == 0)
     return cases[:count]
 
 

@@ -14,6 +14,7 @@ from osc_leveller.cloud import measure
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
+from osc_leveller.core.planning import report
 from osc_leveller.core.settings import config
 from osc_leveller.core.settings import options as opts
 
@@ -29,6 +30,17 @@ class TestDocExamples(unittest.TestCase):
         fresh = planner.make_plan(snap, opts.PlannerOptions())
         self.assertEqual(plan_mod.fingerprint(snap), documented.fingerprint)
         self.assertEqual(fresh.moves, documented.moves)
+
+    def test_example_plan_draws_on_its_snapshot(self):
+        # report examples/plan.json --snapshot examples/snapshot.json
+        snap = snapshot_io.load(str(EXAMPLES / 'snapshot.json'))
+        documented = plan_mod.read(str(EXAMPLES / 'plan.json'))
+        drawn = report.of_file(snap, documented)
+        self.assertEqual((None, False), (drawn.drawn_at, drawn.changed))
+        # Every move in its domain's section.
+        self.assertEqual(sorted(m.server_id for m in documented.moves),
+                         sorted(m.server_id for d in drawn.domains
+                                for m in d.moves))
 
 
 class TestUserGuide(unittest.TestCase):

@@ -56,23 +56,26 @@ BY_NAME = {}  # every kind declared, in the order declared
 
 
 def _room(options):
-    asked = options.get('make_room') or {}
+    # A plan file's options are as it was written: read each as text, so
+    # a hand-edited ask is shown as it is rather than failing the report.
+    asked = options.get('make_room')
+    asked = asked if isinstance(asked, dict) else {}
     count = asked.get('count', 1)
     where = ''.join(' in %s %s' % (what, asked[key]) for key, what in (
         ('availability_zone', 'availability zone'),
         ('aggregate', 'aggregate')) if asked.get(key))
-    return 'room for %d new server%s of flavor %s%s' % (
+    return 'room for %s new server%s of flavor %s%s' % (
         count, 's' * (count != 1), asked.get('flavor', '?'), where)
 
 
 def _free(options):
     count = options.get('free_hosts') or 0
-    kept = ', keeping N+%d headroom' % options['headroom'] \
+    kept = ', keeping N+%s headroom' % options['headroom'] \
         if 'headroom' in options else ''
     cold = ', stopped servers cold' \
-        if options.get('cold_migrate_stopped') else ''
+        if options.get('cold_migrate_stopped') is True else ''
     return '%s emptied in each balancing domain%s%s' % (
-        '%d hypervisor%s' % (count, 's' * (count != 1)) if count else
+        '%s hypervisor%s' % (count, 's' * (count != 1)) if count else
         'as many hypervisors as possible', kept, cold)
 
 

@@ -2,18 +2,34 @@
 hypervisor's CPU, RAM and score before and after a plan, the plan's moves
 with their reasons, and what refused them or holds the domain back.
 
-Everything comes from the plan as made and the snapshot it was made on; the
-state after is the snapshot with the plan's moves applied, in order. The
-current state (``score --report``) has no after. v1/report.py renders it.
+Everything comes from the plan and the snapshot it is drawn on: the one it
+was made on (``plan --report``), or for a saved plan (``report PLAN_FILE``)
+the snapshot given or the cloud now, which of_file() checks the moves
+against. The state after is the snapshot with the plan's moves applied, in
+order. The current state (``score --report``) has no after. A domain of
+more than FOLD_ABOVE hypervisors shows its hottest, its coolest and those
+its moves touch (fold()). v1/report.py renders it.
 """
 
 import dataclasses
 
 from osc_leveller.core.load import scoring
+from osc_leveller.core.model import errors
 from osc_leveller.core.planning import context
 from osc_leveller.core.planning import kinds
+from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.rules import filters
 from osc_leveller.core.settings import options as opts
+
+# A domain of more hypervisors than this shows ENDS of the hottest and of
+# the coolest, and every one a move touches; the rest are folded. Forty
+# rows keep a domain's charts about one screen high.
+FOLD_ABOVE = 40
+ENDS = 10
+
+
+class ReportError(errors.LevellerError, ValueError):
+    """A saved plan whose moves cannot be drawn on the snapshot given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +102,10 @@ class Report:
     # goal), and whether its kind charts server counts.
     goal: str = ''
     counts: bool = False
+    # A saved plan drawn on another snapshot than its own: that one's time,
+    # and whether its placement, capacity or rules differ (fingerprint).
+    drawn_at: float = None
+    changed: bool = False
 
     @property
     def moves(self):
@@ -134,6 +154,43 @@ def of_plan(snapshot, plan, options):
         if kind.goal else '', counts=kind.counts)
 
 
+def of_file(snapshot, plan):
+    """The report of a saved plan drawn on snapshot, with the options the
+    plan file records. ReportError when a move's server or hypervisors
+    are not in the snapshot, or the server is not on the move's source
+    when its turn comes; OptionsError when the options are wrong."""
+    options = opts.from_document(plan.options)
+    _check_moves(snapshot, plan)
+    report = of_plan(snapshot, plan, options)
+    changed = plan.fingerprint != plan_mod.fingerprint(snapshot)
+    if not changed and snapshot.taken_at == plan.snapshot_taken_at:
+        return report
+    return dataclasses.replace(report, drawn_at=snapshot.taken_at,
+                               changed=changed)
+
+
+def _check_moves(snapshot, plan):
+    where = {}
+    for index, move in enumerate(plan.moves):
+        server = snapshot.server(move.server_id)
+        if server is None:
+            raise ReportError('moves[%d]: server %s is not in the snapshot' %
+                              (index, errors.name(move.server_id)))
+        for end in (move.source, move.destination):
+            if snapshot.hypervisor(end) is None:
+                raise ReportError(
+                    'moves[%d]: hypervisor %s is not in the snapshot' % (
+                        index, errors.name(end)))
+        now = where.get(move.server_id, server.hypervisor)
+        if now != move.source:
+            raise ReportError(
+                'moves[%d]: server %s is on %s in the snapshot, not on the '
+                'move\'s source %s' % (index, errors.name(move.server_id),
+                                       errors.name(now),
+                                       errors.name(move.source)))
+        where[move.server_id] = move.destination
+
+
 def of_state(snapshot, options):
     """The report of the current state: every domain of usable
     hypervisors, as score shows them, on the load as measured."""
@@ -150,6 +207,27 @@ def of_state(snapshot, options):
         ceiling=options.ceiling,
         imbalance_before=scoring.pooled_imbalance(stats),
         imbalance_after=None, note='', domains=_hottest_first(domains))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    shown: tuple  # Host, hottest first
+    folded: tuple  # Host, hottest first
+
+
+def fold(domain):
+    """A domain's hypervisors shown and folded: all shown up to
+    FOLD_ABOVE; above, the ENDS hottest and coolest (by score before)
+    and every one a move, a freed or a not freed names."""
+    hosts = domain.hosts
+    if len(hosts) <= FOLD_ABOVE:
+        return Fold(hosts, ())
+    keep = {h.hypervisor for h in hosts[:ENDS] + hosts[-ENDS:]}
+    keep.update(end for m in domain.moves for end in (m.source,
+                                                      m.destination))
+    keep.update(f.hypervisor for f in domain.freed + domain.not_freed)
+    return Fold(tuple(h for h in hosts if h.hypervisor in keep),
+                tuple(h for h in hosts if h.hypervisor not in keep))
 
 
 def _members(snapshot, by_model, in_scope):

@@ -124,3 +124,28 @@ def to_document(options):
                              and v == DEFAULTS[name].get(k))}
         document[name] = value
     return document
+
+
+def from_document(document, where='options'):
+    """PlannerOptions from the options a plan file records (to_document),
+    each checked as its setting is; one it leaves out has its default, and
+    what is no planner option (a kind's ask) is the kind's to read.
+    OptionsError names the first that is wrong."""
+    def value_of(key):
+        name, _, item = key.option.partition('.')
+        recorded = document.get(name, {} if item else key.default)
+        if item:
+            if not isinstance(recorded, dict):
+                raise OptionsError('%s.%s: must be an object (got %s)' % (
+                    where, name, errors.quote(recorded)))
+            recorded = recorded.get(item, key.default)
+        if recorded is None and key.default is not None:
+            raise OptionsError('%s.%s: must be set (got null)' % (
+                where, key.option))
+        try:
+            return config.check(key, recorded, '%s.%s' % (
+                where, key.option), flag=True)
+        except config.ConfigError as exc:
+            raise OptionsError(str(exc)) from None
+
+    return PlannerOptions(**_gather(value_of)).validate()

@@ -1,9 +1,12 @@
+import dataclasses
+import json
 import unittest
 
 from osc_leveller.core.load import scoring
 from osc_leveller.core.load import state as state_mod
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import freeing
+from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.planning import planner
 from osc_leveller.core.planning import report
 from osc_leveller.core.planning import spread
@@ -202,3 +205,99 @@ class TestLabels(unittest.TestCase):
              '.odd': '.odd'},
             report.short_labels(['hv1.a.example', 'hv1.b.example',
                                  'hv2.a.example', 'hv3', '.odd']))
+
+
+def large_plan():
+    """A cloud of 240 hypervisors in six domains, three of them of more
+    than report.FOLD_ABOVE, and its plan."""
+    from benchmarks import generate
+    snap = snapshot_io.parse(generate.generate(240, 6000, seed=4))
+    options = opts.PlannerOptions()
+    return snap, options, planner.make_plan(snap, options)
+
+
+class TestFold(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.snap, cls.options, cls.plan = large_plan()
+        cls.report = report.of_plan(cls.snap, cls.plan, cls.options)
+
+    def test_a_large_domain_shows_its_ends_and_what_moves_touch(self):
+        large = [d for d in self.report.domains
+                 if len(d.hosts) > report.FOLD_ABOVE]
+        small = [d for d in self.report.domains if d not in large]
+        self.assertTrue(large and small)
+        for domain in small:
+            self.assertEqual(report.Fold(domain.hosts, ()),
+                             report.fold(domain))
+        for domain in large:
+            fold = report.fold(domain)
+            by_score = sorted(domain.hosts, key=lambda h: -h.before.score)
+            touched = {e for m in domain.moves
+                       for e in (m.source, m.destination)}
+            expected = {h.hypervisor for h in by_score[:report.ENDS] +
+                        by_score[-report.ENDS:]} | touched
+            self.assertEqual(expected, {h.hypervisor for h in fold.shown})
+            # Every hypervisor once, each part hottest first.
+            self.assertEqual(sorted(h.hypervisor for h in domain.hosts),
+                             sorted(h.hypervisor for h in fold.shown +
+                                    fold.folded))
+            for part in (fold.shown, fold.folded):
+                scores = [h.before.score for h in part]
+                self.assertEqual(sorted(scores, reverse=True), scores)
+
+    def test_a_move_between_middle_hypervisors_unfolds_both(self):
+        domain = next(d for d in self.report.domains
+                      if len(d.hosts) > report.FOLD_ABOVE)
+        middle = domain.hosts[len(domain.hosts) // 2:][:2]
+        self.assertEqual(2, len(middle))
+        self.assertTrue(set(middle) <= set(report.fold(domain).folded))
+        move = dataclasses.replace(self.plan.moves[0],
+                                   source=middle[0].hypervisor,
+                                   destination=middle[1].hypervisor)
+        fold = report.fold(dataclasses.replace(domain, moves=(move,)))
+        self.assertEqual(2 * report.ENDS + 2, len(fold.shown))
+        self.assertTrue(set(middle) <= set(fold.shown))
+        # A hypervisor freed, or tried and not freed, is shown too.
+        freed = dataclasses.replace(domain, moves=(), not_freed=(
+            report.NotFreed(middle[0].hypervisor, 'reason'),))
+        self.assertIn(middle[0], report.fold(freed).shown)
+
+
+class TestSavedPlan(unittest.TestCase):
+    def test_a_saved_plan_on_its_snapshot_is_the_plans_report(self):
+        snap, options, plan = demo_plan()
+        saved = plan_mod.from_document(json.loads(plan_mod.dumps(plan)))
+        self.assertEqual(report.of_plan(snap, plan, options),
+                         report.of_file(snap, saved))
+
+    def test_another_state_is_said_and_a_move_that_cannot_be_is_refused(
+            self):
+        snap, options, plan = demo_plan()
+        later = dataclasses.replace(snap, taken_at=snap.taken_at + 3600)
+        drawn = report.of_file(later, plan)
+        self.assertEqual((later.taken_at, False),
+                         (drawn.drawn_at, drawn.changed))
+        # A server gone that the plan does not move: the placement changed.
+        moved = {m.server_id for m in plan.moves}
+        gone = next(s for s in snap.servers if s.id not in moved)
+        fewer = dataclasses.replace(snap, servers=tuple(
+            s for s in snap.servers if s is not gone))
+        self.assertTrue(report.of_file(fewer, plan).changed)
+        first = plan.moves[0]
+        for servers, message in (
+                ([s for s in snap.servers if s.id != first.server_id],
+                 'moves[0]: server %s is not in the snapshot'),
+                ([dataclasses.replace(s, hypervisor=first.destination)
+                  if s.id == first.server_id else s for s in snap.servers],
+                 "moves[0]: server %s is on " + first.destination +
+                 " in the snapshot, not on the move's source")):
+            with self.assertRaises(report.ReportError) as caught:
+                report.of_file(dataclasses.replace(
+                    snap, servers=tuple(servers)), plan)
+            self.assertTrue(str(caught.exception).startswith(
+                message % first.server_id), caught.exception)
+        bad = dataclasses.replace(plan, options=dict(plan.options,
+                                                     ceiling='high'))
+        with self.assertRaisesRegex(opts.OptionsError, 'options.ceiling'):
+            report.of_file(snap, bad)

@@ -13,6 +13,7 @@ from osc_lib.test import base
 from osc_leveller.cloud import cloudlock
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import connection
+from osc_leveller.core.load import scoring
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import paths
@@ -140,15 +141,36 @@ class TestScore(CommandTest):
         self.assertEqual(score.DOMAIN_COLUMNS + ('N+1',), names)
         self.assertEqual(6, len(rows))
         self.assertEqual(39, sum(r[1] for r in rows))
-        self.assertEqual(['yes'] * 6, [r[7] for r in rows])
+        self.assertEqual(['yes'] * 6, [r[7].human_readable() for r in rows])
+        self.assertEqual([(True, [], [])] * 6, [
+            (n['ok'], n['lost'], n['unplaced'])
+            for n in (r[7].machine_readable() for r in rows)])
         # Losing two of a domain's hypervisors is too much for one of them.
         names, rows = self.run_cmd(score.ScoreLeveller, [
             '--snapshot', 'demo', '--summary', '--headroom', '2'])
         self.assertEqual('N+2', names[-1])
-        lost = [r for r in rows if r[7] != 'yes']
+        lost = [r for r in rows if r[7].human_readable() != 'yes']
         self.assertEqual(1, len(lost), rows)
-        self.assertRegex(lost[0][7], r'^no: losing \S+, \S+, \d+ servers? '
+        text = lost[0][7].human_readable()
+        self.assertRegex(text, r'^no: losing \S+, \S+, \d+ servers? '
                          r'fit nowhere: ')
+        # -f json: the same answer in fields, not only the sentence.
+        found = lost[0][7].machine_readable()
+        self.assertEqual((False, 2, text), (found['ok'], found['k'],
+                                            found['reason']))
+        snap = snapshot_io.load('demo')
+        self.assertEqual(2, len(found['lost']))
+        self.assertTrue(all(snap.hypervisor(h).usable and scoring.domain_of(
+            snap.hypervisor(h)) == lost[0][0] for h in found['lost']))
+        self.assertIn('%s, %s, %d server' % (
+            found['lost'][0], found['lost'][1], len(found['unplaced'])),
+            text)
+        for entry in found['unplaced']:
+            server = snap.server(entry['server_id'])
+            self.assertIn(server.hypervisor, found['lost'])
+            self.assertEqual(server.label, entry['server'])
+            self.assertTrue(entry['reason'])
+        self.assertIn(found['unplaced'][0]['reason'], text)
         self.assertIn('  N+2 no: losing', self.run_stderr(
             ['--snapshot', 'demo', '--headroom', '2']))
         self.assert_command_error(score.ScoreLeveller, [

@@ -1,4 +1,5 @@
 import html.parser
+import json
 import os
 import shutil
 import struct
@@ -7,6 +8,7 @@ import sys
 import tempfile
 import unittest
 
+from benchmarks import generate
 from osc_leveller.core.load import scoring
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import plan as plan_mod
@@ -27,11 +29,13 @@ WINDOW = (1280, 2000)
 
 class Page(html.parser.HTMLParser):
     """The elements of a rendered report: (tag, attributes, the domain of
-    the section and the chart they are in), and the text of the reasons."""
+    the section and the chart they are in, whether a closed <details>
+    hides them), and the text of the reasons."""
 
     def __init__(self, text):
         super().__init__()
         self.elements = []
+        self._closed = False  # in a <details> without open
         self.reasons = []
         self.refusals = []
         self.held = {}
@@ -47,13 +51,18 @@ class Page(html.parser.HTMLParser):
             self._domain = attrs['data-domain']
         if tag == 'svg':
             self._chart = attrs.get('data-chart')
-        self.elements.append((tag, attrs, self._domain, self._chart))
+        self.elements.append((tag, attrs, self._domain, self._chart,
+                              self._closed))
+        if tag == 'details':
+            self._closed = 'open' not in attrs
         if {'reason', 'refusal', 'held', 'n-plus-one'} & set(classes):
             self._text = (classes, [])
 
     def handle_endtag(self, tag):
         if tag == 'svg':
             self._chart = None
+        if tag == 'details':
+            self._closed = False
         if tag in ('td', 'li', 'p') and self._text is not None:
             classes, parts = self._text
             text = ''.join(parts)
@@ -71,12 +80,15 @@ class Page(html.parser.HTMLParser):
         if self._text is not None:
             self._text[1].append(data)
 
-    def find(self, tag, cls=None, domain=None, chart=None):
-        return [attrs for t, attrs, d, c in self.elements
+    def find(self, tag, cls=None, domain=None, chart=None, hidden=None):
+        """hidden: True, only those a closed <details> hides; False, only
+        those it does not."""
+        return [attrs for t, attrs, d, c, folded in self.elements
                 if t == tag and (cls is None or cls in attrs.get(
                     'class', '').split())
                 and (domain is None or d == domain)
-                and (chart is None or c == chart)]
+                and (chart is None or c == chart)
+                and (hidden is None or folded == hidden)]
 
 
 def png_size(path):
@@ -187,6 +199,169 @@ class TestReportInBrowser(test_commands.CommandTest):
         for tag in ('script', 'link', 'img', 'iframe', 'object'):
             self.assertEqual([], page.find(tag), tag)
 
+    def test_a_large_domain_folded_as_chromium_renders_it(self):
+        snap, _, the_plan = core_test.large_plan()
+        cluster = self.write('cluster.json', generate.generate(
+            240, 6000, seed=4))
+        saved = self.write('plan.json', plan_mod.dumps(the_plan))
+        path = os.path.join(self.tmp.name, 'large.html')
+        self.run_cmd(report.ReportLeveller, [
+            saved, '--snapshot', cluster, '--output-file', path])
+        dom, shot = render_in_browser(path, self.tmp.name)
+        page = Page(dom)
+        self.assertEqual(WINDOW, png_size(shot))
+        self.assertGreater(os.path.getsize(shot), 100 * 1024)
+        drawn = report_data.of_plan(snap, the_plan,
+                                    core_options.PlannerOptions())
+        sizes = {len(d.hosts) > report_data.FOLD_ABOVE
+                 for d in drawn.domains}
+        self.assertEqual({True, False}, sizes)  # folded and whole ones
+        for domain in drawn.domains:
+            name = domain.name
+            by_score = [h.hypervisor for h in domain.hosts]
+            touched = {e for m in domain.moves
+                       for e in (m.source, m.destination)}
+            details = page.find('details', domain=name)
+            charted = [b['data-hypervisor'] for b in page.find(
+                'rect', 'before', domain=name, chart='score', hidden=False)]
+            rows = [r['data-hypervisor'] for r in page.find(
+                'tr', 'folded-host', domain=name)]
+            gaps = page.find('text', 'gap', domain=name, chart='score')
+            if len(by_score) <= report_data.FOLD_ABOVE:
+                self.assertEqual(([], by_score, [], []), (
+                    details, charted, rows, gaps))
+                continue
+            # The chart leaves a gap where hypervisors are folded.
+            self.assertTrue(gaps, name)
+            # One <details>, closed, holding a row per hypervisor folded,
+            # and nothing else of the domain hidden.
+            self.assertEqual(1, len(details), name)
+            self.assertNotIn('open', details[0])
+            self.assertEqual(rows, [r['data-hypervisor'] for r in page.find(
+                'tr', 'folded-host', domain=name, hidden=True)])
+            self.assertEqual([], page.find('rect', domain=name, hidden=True))
+            # The hottest and coolest and every hypervisor a move touches
+            # are charted, hottest first; the rest folded, each once.
+            ends = set(by_score[:report_data.ENDS] +
+                       by_score[-report_data.ENDS:])
+            self.assertTrue(ends | touched <= set(charted), name)
+            self.assertEqual(by_score, sorted(charted + rows,
+                                              key=by_score.index))
+            self.assertEqual([h for h in by_score if h in charted], charted)
+            self.assertEqual(len(by_score), len(set(charted + rows)))
+            self.assertEqual(len(by_score) - len(ends | touched), len(rows))
+            for move in domain.moves:
+                self.assertEqual([move.server_id], [
+                    a['data-server'] for a in page.find(
+                        'tr', 'move', domain=name, hidden=False)
+                    if a['data-server'] == move.server_id])
+        for tag in ('script', 'link', 'img', 'iframe', 'object'):
+            self.assertEqual([], page.find(tag), tag)
+
+
+class TestReportCommand(test_commands.CommandTest):
+    def test_a_saved_plan_draws_as_plan_drew_it(self):
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        made = os.path.join(self.tmp.name, 'made.html')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo', '--threshold',
+                                         '0.06', '--output-file', saved,
+                                         '--report', made])
+        path = os.path.join(self.tmp.name, 'drawn.html')
+        names, values = self.run_cmd(report.ReportLeveller, [
+            saved, '--snapshot', 'demo', '--output-file', path])
+        with open(made, 'rb') as f, open(path, 'rb') as g:
+            first, drawn = f.read(), g.read()
+        self.assertEqual(first, drawn)
+        shown = dict(zip(names, values))
+        the_plan = plan_mod.read(saved)
+        self.assertEqual({
+            'Report': path, 'Plan File': saved, 'Kind': 'balance',
+            'Moves': len(the_plan.moves), 'Balancing Domains': 6,
+            'Hypervisors': 39, 'Folded': 0,
+            'Drawn On': "the plan's snapshot", 'Bytes': len(drawn)}, shown)
+        self.assertIn('Report written to ' + path, self.app.stderr.getvalue())
+
+    def test_drawn_on_a_later_snapshot_it_says_so(self):
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
+                                         '--output-file', saved])
+        with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
+                               '..', 'data', 'demo-snapshot.json')) as f:
+            document = json.load(f)
+        document['taken_at'] = '2026-11-20T10:30:00Z'
+        later = self.write('later.json', document)
+        path = os.path.join(self.tmp.name, 'r.html')
+        names, values = self.run_cmd(report.ReportLeveller, [
+            saved, '--snapshot', later, '--output-file', path])
+        self.assertEqual('the state of 2026-11-20 10:30 UTC',
+                         dict(zip(names, values))['Drawn On'])
+        self.assertIn('Note: drawn on the state of 2026-11-20 10:30 UTC, '
+                      'not on the snapshot the plan was made on '
+                      '(2026-11-20 09:00 UTC)\n', self.app.stderr.getvalue())
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+        self.assertIn('<p class="drawn">Drawn on the state of 2026-11-20 '
+                      '10:30 UTC, not on the snapshot the plan was made on:',
+                      text)
+        # A server the plan does not move, gone: the placement changed.
+        moved = {m.server_id for m in plan_mod.read(saved).moves}
+        document['servers'] = [s for s in document['servers']
+                               if s['id'] not in moved][1:] + [
+            s for s in document['servers'] if s['id'] in moved]
+        changed = self.write('changed.json', document)
+        names, values = self.run_cmd(report.ReportLeveller, [
+            saved, '--snapshot', changed, '--output-file', path])
+        self.assertEqual('the state of 2026-11-20 10:30 UTC, changed',
+                         dict(zip(names, values))['Drawn On'])
+        self.assertIn('which has changed since: placement, capacity or '
+                      'rules differ', self.app.stderr.getvalue())
+
+    def test_drawn_on_the_live_cloud_and_not_on_another(self):
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
+                                         '--output-file', saved])
+        with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
+                               '..', 'data', 'demo-snapshot.json')) as f:
+            document = json.load(f)
+        document['taken_at'] = '2026-11-20T11:00:00Z'
+        path = os.path.join(self.tmp.name, 'r.html')
+        with self.live(document):
+            names, values = self.run_cmd(report.ReportLeveller, [
+                saved, '--output-file', path])
+        self.assertEqual('the state of 2026-11-20 11:00 UTC',
+                         dict(zip(names, values))['Drawn On'])
+        with open(path, encoding='utf-8') as f:
+            page = Page(f.read())
+        self.assertEqual(len(plan_mod.read(saved).moves),
+                         len(page.find('tr', 'move')))
+        # A plan that records its cloud is drawn on that cloud only.
+        with open(saved) as f:
+            recorded = json.load(f)
+        recorded['snapshot']['source'][snapshot_io.NOVA_SERVICE] = 'c0ffee'
+        other = self.write('other.json', recorded)
+        document['source'][snapshot_io.NOVA_SERVICE] = 'beef'
+        os.remove(path)
+        with self.live(document):
+            self.assert_command_error(report.ReportLeveller, [
+                other, '--output-file', path],
+                '%s: the plan was made on another cloud' % other)
+        self.assertFalse(os.path.exists(path))
+
+    def test_a_snapshot_without_the_plans_servers_is_refused(self):
+        saved = os.path.join(self.tmp.name, 'plan.json')
+        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
+                                         '--output-file', saved])
+        cluster = self.write('cluster.json', generate.generate(
+            12, 60, seed=3))
+        path = os.path.join(self.tmp.name, 'r.html')
+        self.assert_command_error(report.ReportLeveller, [
+            saved, '--snapshot', cluster, '--output-file', path],
+            '%s: moves[0]: server ' % saved)
+        self.assert_command_error(report.ReportLeveller, [
+            saved, '--snapshot', cluster, '--output-file', path],
+            'draw it on the snapshot it was made on (--snapshot FILE')
+        self.assertFalse(os.path.exists(path))
+
 
 class TestReportFile(test_commands.CommandTest):
     def test_plan_output_unchanged_and_report_written(self):
@@ -277,7 +452,7 @@ class TestReportFile(test_commands.CommandTest):
         text = report.render(report_data.of_plan(snapshot, the_plan, options))
         page = Page(text)
         self.assertIn('<th>Expected</th>', text)
-        cells = [a for tag, a, _, _ in page.elements
+        cells = [a for tag, a, _, _, _ in page.elements
                  if tag == 'td' and 'estimate' in a.get('class', '')]
         self.assertEqual(len(the_plan.moves), len(cells))
         self.assertEqual([m.estimate[1] for m in the_plan.moves],
