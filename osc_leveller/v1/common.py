@@ -170,11 +170,23 @@ def settings(parsed_args, app):
     return effective
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that keeps dates as text: nothing the leveller reads is a
+    date, and an impossible one (2026-02-30) is then the error of the
+    setting that holds it, not a failure of the loader."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers
+            if tag != 'tag:yaml.org,2002:timestamp']
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
 def read_yaml(path, option):
     """The document of a YAML (or JSON) file an option names."""
     text = files.read_text(path, '%s file' % option)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise exceptions.CommandError('%s %s: not valid YAML: %s' % (
             option, path, exc)) from None

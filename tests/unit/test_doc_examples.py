@@ -53,7 +53,7 @@ class TestUserGuide(unittest.TestCase):
         flat = config.flatten(document['clouds']['mycloud']['leveller'],
                               'user guide')
         self.assertEqual('Europe/Berlin', flat['windows.time_zone'])
-        self.assertEqual(3, len(flat['windows.blackout']))
+        self.assertEqual(4, len(flat['windows.blackout']))
         self.assertEqual(2, len(flat['windows.allowed']))
 
 

@@ -13,6 +13,7 @@ configuration reference (osc_leveller/sphinxext.py) are built from KEYS.
 """
 
 import dataclasses
+import datetime
 import difflib
 import math
 import re
@@ -431,9 +432,10 @@ KEYS = (
     # Blackouts add up, so a --config file never drops the cloud's.
     Key('windows.blackout', WINDOWS, (), additive=True,
         help='When apply without a plan file and evacuate move nothing: '
-             'weekday/time ranges (Mon-Fri 08:00-18:00) or cron '
+             'weekday/time ranges (Mon-Fri 08:00-18:00), cron '
              'expressions, alone (the minutes they match) or with a '
-             'length (0 22 * * 5 for 56h)'),
+             'length (0 22 * * 5 for 56h), or one-off ranges of dates, the '
+             'end day included (2026-12-20..2027-01-04)'),
     Key('windows.allowed', WINDOWS, (),
         help='If set, the only times apply without a plan file and '
              'evacuate move servers (a blackout still wins); written like '
@@ -548,6 +550,11 @@ def check(key, value, where, flag=False):
         return value
     if key.kind in (LIST, WINDOWS):
         items = [value] if isinstance(value, str) else value
+        if key.kind == WINDOWS and isinstance(items, (list, tuple)):
+            # YAML (clouds.yaml, as openstacksdk reads it) makes a date
+            # alone, 2026-12-24, a date: the one-off window of that day.
+            items = [i.isoformat() if type(i) is datetime.date else i
+                     for i in items]
         if not isinstance(items, (list, tuple)) or not all(
                 isinstance(i, str) and _printable(i) for i in items):
             raise bad('a list of names' if key.kind == LIST else
@@ -649,8 +656,9 @@ def _windows(items, bad):
         try:
             windows.parse(item)
         except windows.WindowError as exc:
-            raise bad('windows such as "Mon-Fri 08:00-18:00" or "0 22 * * 5 '
-                      'for 56h" (%s)' % exc) from None
+            raise bad('windows such as "Mon-Fri 08:00-18:00", "0 22 * * 5 '
+                      'for 56h" or "2026-12-20..2027-01-04" (%s)' % exc) \
+                from None
 
 
 def _query(value, bad):

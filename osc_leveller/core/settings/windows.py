@@ -14,13 +14,21 @@ A window is one line of text, in a time zone (``windows.time_zone``, or a
   matches, a window that lasts that long (elapsed time, like Argo CD's
   sync windows). A start the clock skips when it goes forward begins when
   the clock reaches the hour after; a start the clock repeats when it goes
-  back counts once.
+  back counts once;
+- a one-off range of dates, ``2026-12-20..2027-01-04``: once, from 00:00
+  of the first day to the end of the last (the next day's 00:00), so the
+  end day is in it; a date alone is that one day. With times,
+  ``2026-12-20T18:00..2027-01-04T08:00``, from the one wall-clock time to
+  the other (a date at either end is its 00:00 or its 24:00). A time the
+  clock skips is the moment it jumps past it, a time the clock shows twice
+  the first of them, as the ranges above read the wall clock.
 
 Blackout windows forbid moves; when allowed windows are set, moves happen
 only inside one of them; a blackout wins over an allowed window (as in
 ProxBalance). Everything here is pure: the caller passes the instant.
 """
 
+import calendar
 import dataclasses
 import datetime
 import re
@@ -30,9 +38,17 @@ from osc_leveller.core.model import errors
 
 UTC = datetime.timezone.utc
 MINUTE = datetime.timedelta(minutes=1)
-# How far ahead "until when" looks; past it a refusal says so.
+# How far ahead "until when" looks for the weekly and cron windows; past it
+# a refusal says so. One-off ranges are not held to it: the search also
+# starts where each one-off blackout ends and each one-off allowed range
+# starts, so a freeze of any length names its end.
 HORIZON = datetime.timedelta(days=8)
+# The longest "for": covered() looks back that far for starts. A one-off
+# range, one comparison a minute, may last any time.
 MAX_LENGTH = datetime.timedelta(days=7)
+# Years a one-off range may name: a range to the end of 9999 would end in
+# 10000, past the calendar of datetime, and no freeze lies before 2000.
+YEARS = (2000, 9998)
 DAYS = ('mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun')  # weekday() order
 FULL_DAYS = ('monday', 'tuesday', 'wednesday', 'thursday', 'friday',
              'saturday', 'sunday')
@@ -48,6 +64,13 @@ _RANGE = re.compile(
     r'(?:(\S+)\s+)?([0-9]{1,2}):([0-9]{2})\s*-\s*([0-9]{1,2}):([0-9]{2})')
 # Short numbers only: int() refuses text of thousands of digits.
 _NUMBER = re.compile(r'[0-9]{1,4}')
+# A one-off range: text that starts like a date (a cron minute of four
+# digits and a range, 0000-0005, does not), or has the "..".
+_ONCE = re.compile(r'[0-9]{4}-[0-9]{1,2}-')
+_DATE = re.compile(
+    r'([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T([0-9]{2}):([0-9]{2}))?')
+ONCE_FORMS = ('"2026-12-20..2027-01-04" or '
+              '"2026-12-20T18:00..2027-01-04T08:00"')
 # Durations as Prometheus writes them, '1h30m': whole numbers with units,
 # read in any order and summed. A window's length takes some of them.
 # Prometheus keeps them in int64 milliseconds: a number of 20 digits is out
@@ -96,12 +119,18 @@ class Window:
     cron: tuple = None
     restricted: tuple = (False, False)
     length: datetime.timedelta = None
+    # A one-off range: its first and its end UTC instants (the end is not
+    # in it).
+    once: tuple = None
 
     def __str__(self):
         return '"%s" (%s)' % (self.text, zone_name(self.tz))
 
     def covered(self, first, count):
         """[bool] for each of count UTC minutes from first: inside?"""
+        if self.once is not None:
+            start, end = self.once
+            return [start <= first + i * MINUTE < end for i in range(count)]
         if self.length is None:
             return [self._inside(w) for w in _walls(first, count, self.tz)]
         back = int(self.length / MINUTE) - 1
@@ -166,6 +195,8 @@ def parse(text, default_zone='UTC'):
         tz = zone(tz_name)
     except WindowError as exc:
         raise WindowError('%s: %s' % (errors.quote(text), exc)) from None
+    if _ONCE.match(line) or '..' in line:
+        return _once(text, line, tz)
     if ':' in line:
         return _range(text, line, tz)
     return _cron(text, line, tz)
@@ -210,6 +241,66 @@ def _day(text, name):
         errors.quote(text), errors.quote(name)))
 
 
+def _once(text, line, tz):
+    first, dots, last = (part.strip() for part in line.partition('..'))
+    found = _DATE.fullmatch(first), _DATE.fullmatch(last if dots else first)
+    if not all(found) or not dots and found[0].group(4):
+        raise WindowError('%s: a one-off range is written like %s' % (
+            errors.quote(text), ONCE_FORMS))
+    start, end = _wall(text, found[0], False), _wall(text, found[1], True)
+    if start >= end:
+        raise WindowError('%s: ends %s it starts' % (
+            errors.quote(text), 'when' if start == end else 'before'))
+    once = _instant(start, tz), _instant(end, tz)
+    if once[0] == once[1]:
+        raise WindowError('%s: the clock skips all of it in %s' % (
+            errors.quote(text), zone_name(tz)))
+    return Window(text, tz, once=once)
+
+
+def _wall(text, found, end):
+    """The wall-clock time of one end of a one-off range: a date alone
+    starts at its 00:00 and ends at its 24:00."""
+    year, month, day, hour, minute = (
+        None if n is None else int(n) for n in found.groups())
+    why = None
+    if not YEARS[0] <= year <= YEARS[1]:
+        why = 'years run from %d to %d' % YEARS
+    elif not 1 <= month <= 12:
+        why = 'months run from 01 to 12'
+    elif not 1 <= day <= calendar.monthrange(year, month)[1]:
+        why = '%04d-%02d has %d days' % (
+            year, month, calendar.monthrange(year, month)[1])
+    if why:
+        raise WindowError('%s: %s is not a date: %s' % (
+            errors.quote(text), errors.quote(found.group(0)), why))
+    date = datetime.datetime(year, month, day)
+    if hour is None:
+        return date + datetime.timedelta(days=1) if end else date
+    if not (hour <= 23 and minute <= 59 or end and (hour, minute) == (24, 0)):
+        raise WindowError('%s: times run from 00:00 to 23:59 (24:00 as an '
+                          'end)' % errors.quote(text))
+    return date + datetime.timedelta(hours=hour, minutes=minute)
+
+
+def _instant(wall, tz):
+    """The first UTC minute at which the clock in tz shows wall or later:
+    the first of a time shown twice, the jump past a time skipped."""
+    early, late = sorted(wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+                         for fold in (0, 1))
+    if early.astimezone(tz).replace(tzinfo=None) == wall:
+        return early
+    # Skipped: the jump lies after early (shown before wall) and by late
+    # (after it), where the wall clock only moves on.
+    while late - early > MINUTE:
+        middle = early + (late - early) // MINUTE // 2 * MINUTE
+        if middle.astimezone(tz).replace(tzinfo=None) >= wall:
+            late = middle
+        else:
+            early = middle
+    return late
+
+
 def _cron(text, line, tz):
     expression, length = line, None
     head, sep, tail = line.rpartition(' for ')
@@ -218,9 +309,9 @@ def _cron(text, line, tz):
     fields = expression.split()
     if len(fields) != 5:
         raise WindowError(
-            '%s: neither a time range ("Mon-Fri 08:00-18:00") nor a cron '
-            'expression of five fields ("0 2 * * *", "0 22 * * 5 for 56h")'
-            % errors.quote(text))
+            '%s: neither a time range ("Mon-Fri 08:00-18:00"), a cron '
+            'expression of five fields ("0 2 * * *", "0 22 * * 5 for 56h") '
+            'nor dates ("2026-12-20..2027-01-04")' % errors.quote(text))
     values = [_field(text, f, *spec) for f, spec in zip(fields, CRON_FIELDS)]
     # Cron counts weekdays from Sunday (0 or 7), datetime from Monday.
     values[4] = frozenset((d - 1) % 7 for d in values[4])
@@ -292,7 +383,7 @@ def schedule(blackout, allowed, default_zone='UTC'):
 @dataclasses.dataclass(frozen=True)
 class Refusal:
     """Why moves may not start now, and until when (None: not within
-    HORIZON)."""
+    HORIZON of now or of a one-off range's edge)."""
     window: Window  # the blackout in force; None: outside every allowed one
     allowed: tuple
     until: datetime.datetime
@@ -327,15 +418,38 @@ def refusal(blackout, allowed, now):
     if hit is None and (not allowed or any(w.covered(first, 1)[0]
                                            for w in allowed)):
         return None
-    count = int(HORIZON / MINUTE)
+    searched = first  # the minutes before it are not free
+    for start in _lookouts(first, blackout, allowed):
+        begin = max(start, searched)
+        count = int((start + HORIZON - begin) / MINUTE)
+        if count > 0:
+            found = _first_free(blackout, allowed, begin, count)
+            if found:
+                return Refusal(hit, tuple(allowed), *found)
+            searched = start + HORIZON
+    return Refusal(hit, tuple(allowed), None)
+
+
+def _lookouts(first, blackout, allowed):
+    """Where the search for the end starts, in order: now, where each
+    one-off blackout ends and each one-off allowed range starts."""
+    edges = {first}
+    edges.update(w.once[1] for w in blackout if w.once)
+    edges.update(w.once[0] for w in allowed if w.once)
+    return sorted(t for t in edges if t >= first)
+
+
+def _first_free(blackout, allowed, first, count):
+    """(the first of count minutes from first that no blackout covers and
+    an allowed window, if any, does; that allowed window), or None."""
     blocked = _any([w.covered(first, count) for w in blackout], count)
     inside = [w.covered(first, count) for w in allowed]
     open_ = _any(inside, count) if allowed else [True] * count
     for i in range(count):
         if open_[i] and not blocked[i]:
             opens = next((w for w, c in zip(allowed, inside) if c[i]), None)
-            return Refusal(hit, tuple(allowed), first + i * MINUTE, opens)
-    return Refusal(hit, tuple(allowed), None)
+            return first + i * MINUTE, opens
+    return None
 
 
 def _any(columns, count):

@@ -1,3 +1,4 @@
+import datetime
 import unittest
 
 from osc_leveller.core.settings import config
@@ -209,12 +210,18 @@ class TestFlatten(unittest.TestCase):
     def test_windows(self):
         flat = config.flatten({'windows': {
             'time_zone': 'Europe/Berlin',
-            'blackout': 'Mon-Fri 08:00-18:00',
+            'blackout': ['Mon-Fri 08:00-18:00', '2026-12-20..2027-01-04'],
             'allowed': ['22:00-06:00', '0 22 * * 5 for 56h']}}, 'f.yaml')
         self.assertEqual('Europe/Berlin', flat['windows.time_zone'])
-        self.assertEqual(('Mon-Fri 08:00-18:00',), flat['windows.blackout'])
+        self.assertEqual(('Mon-Fri 08:00-18:00', '2026-12-20..2027-01-04'),
+                         flat['windows.blackout'])
         self.assertEqual(('22:00-06:00', '0 22 * * 5 for 56h'),
                          flat['windows.allowed'])
+        # A date alone, as YAML reads it unquoted: that day.
+        flat = config.flatten({'windows': {'blackout': [
+            datetime.date(2026, 12, 24), '2026-12-31']}}, 'f.yaml')
+        self.assertEqual(('2026-12-24', '2026-12-31'),
+                         flat['windows.blackout'])
         for section, message in (
                 ({'time_zone': 'Mars/Olympus'},
                  'f.yaml: windows.time_zone: must be an IANA time zone such '
@@ -223,13 +230,23 @@ class TestFlatten(unittest.TestCase):
                 ({'time_zone': 5}, 'windows.time_zone: must be text'),
                 ({'blackout': ['Mon-Fri 08:00-18:00', '0 25 * * *']},
                  'f.yaml: windows.blackout: must be windows such as '
-                 '"Mon-Fri 08:00-18:00" or "0 22 * * 5 for 56h" (\'0 25 * * '
-                 '*\': hour \'25\' is not 0..23)'),
+                 '"Mon-Fri 08:00-18:00", "0 22 * * 5 for 56h" or '
+                 '"2026-12-20..2027-01-04" (\'0 25 * * *\': hour \'25\' is '
+                 'not 0..23)'),
                 ({'allowed': 'TZ=Nowhere/Town 22:00-06:00'},
                  'windows.allowed: must be windows such as'),
+                ({'blackout': ['TZ=Nowhere/Town 2026-12-20..2027-01-04']},
+                 "windows.blackout: must be windows such as \"Mon-Fri "
+                 "08:00-18:00\", \"0 22 * * 5 for 56h\" or "
+                 "\"2026-12-20..2027-01-04\" ('TZ=Nowhere/Town "
+                 "2026-12-20..2027-01-04': unknown time zone Nowhere/Town"),
+                ({'allowed': ['2027-01-04..2026-12-20']},
+                 "('2027-01-04..2026-12-20': ends before it starts)"),
                 ({'blackout': [{'cron': '0 2 * * *'}]},
                  'windows.blackout: must be a list of windows written as '
                  'text'),
+                ({'blackout': [datetime.datetime(2026, 12, 24, 18)]},
+                 'must be a list of windows written as text'),
                 ({'blackout': 5}, 'must be a list of windows'),
                 ({'blackout': {'a': 'b'}}, 'must be a list of windows')):
             with self.subTest(section=section):

@@ -250,6 +250,133 @@ class TestCron(unittest.TestCase):
         self.assertFalse(inside(text, utc(2026, 11, 25, 0, 0), 'UTC'))
 
 
+def minutes(window, first, last):
+    """The UTC minutes from first up to last that the window covers."""
+    count = int((last - first) / windows.MINUTE)
+    return [first + i * windows.MINUTE
+            for i, c in enumerate(window.covered(first, count)) if c]
+
+
+class TestOneOff(unittest.TestCase):
+    def test_whole_days_include_the_end_day_across_the_new_year(self):
+        text = '2026-12-20..2027-01-04'
+        self.assertFalse(inside(text, berlin(2026, 12, 19, 23, 59)))
+        self.assertTrue(inside(text, berlin(2026, 12, 20, 0, 0)))
+        self.assertTrue(inside(text, berlin(2026, 12, 31, 23, 59)))
+        self.assertTrue(inside(text, berlin(2027, 1, 1, 0, 0)))
+        self.assertTrue(inside(text, berlin(2027, 1, 4, 23, 59)))
+        self.assertFalse(inside(text, berlin(2027, 1, 5, 0, 0)))
+        # Midnight in Berlin is 23:00 UTC the day before in winter.
+        self.assertTrue(inside(text, utc(2026, 12, 19, 23, 0)))
+        self.assertFalse(inside(text, utc(2027, 1, 4, 23, 0)))
+        self.assertTrue(inside(text, utc(2027, 1, 4, 23, 0), 'UTC'))
+        self.assertEqual(datetime.timedelta(days=16), _length(text, BERLIN))
+
+    def test_a_date_alone_is_that_day(self):
+        self.assertEqual(windows.parse('2026-12-24..2026-12-24').once,
+                         windows.parse('2026-12-24').once)
+        self.assertEqual((utc(2026, 12, 24), utc(2026, 12, 25)),
+                         windows.parse('2026-12-24').once)
+        # 24:00 ends a day as a date alone does.
+        self.assertEqual(windows.parse('2026-12-20..2027-01-04').once,
+                         windows.parse('2026-12-20..2027-01-04T24:00').once)
+
+    def test_days_follow_the_wall_clock_when_the_clocks_change(self):
+        # Against the definition: a minute is covered when its date on the
+        # wall clock is one of the range's days, for each zone and change.
+        for zone_, text, first, last in (
+                (BERLIN, '2026-10-24..2026-10-25', utc(2026, 10, 20),
+                 utc(2026, 10, 28)),
+                (BERLIN, '2027-03-27..2027-03-28', utc(2027, 3, 24),
+                 utc(2027, 3, 31)),
+                ('America/New_York', '2026-10-31..2026-11-01',
+                 utc(2026, 10, 29), utc(2026, 11, 4)),
+                ('America/New_York', '2027-03-14', utc(2027, 3, 12),
+                 utc(2027, 3, 17)),
+                (BERLIN, '2026-12-31..2027-01-01', utc(2026, 12, 29),
+                 utc(2027, 1, 3))):
+            with self.subTest(zone=zone_, text=text):
+                window = windows.parse(text, zone_)
+                days = text.split('..')
+                expected = [
+                    first + i * windows.MINUTE
+                    for i in range(int((last - first) / windows.MINUTE))
+                    if days[0] <= (first + i * windows.MINUTE).astimezone(
+                        windows.zone(zone_)).date().isoformat() <= days[-1]]
+                self.assertEqual(expected, minutes(window, first, last))
+
+    def test_a_day_lasts_as_long_as_the_wall_clock_says(self):
+        # 2026-10-25 in Berlin has 25 hours, 2027-03-28 has 23; New York
+        # changes on 2026-11-01 and 2027-03-14.
+        for text, zone_, hours in (
+                ('2026-10-25', BERLIN, 25), ('2027-03-28', BERLIN, 23),
+                ('2026-10-24..2026-10-25', BERLIN, 49),
+                ('2026-11-01', 'America/New_York', 25),
+                ('2027-03-14', 'America/New_York', 23),
+                ('2026-10-25', 'UTC', 24)):
+            with self.subTest(text=text, zone=zone_):
+                self.assertEqual(datetime.timedelta(hours=hours),
+                                 _length(text, zone_))
+
+    def test_times_by_the_wall_clock(self):
+        text = '2026-12-20T18:00..2027-01-04T08:00'
+        self.assertFalse(inside(text, berlin(2026, 12, 20, 17, 59)))
+        self.assertTrue(inside(text, berlin(2026, 12, 20, 18, 0)))
+        self.assertTrue(inside(text, berlin(2027, 1, 4, 7, 59)))
+        self.assertFalse(inside(text, berlin(2027, 1, 4, 8, 0)))
+        # A date at the end is that day's 24:00, at the start its 00:00.
+        self.assertTrue(inside('2026-12-20T18:00..2027-01-04',
+                               berlin(2027, 1, 4, 23, 59)))
+        self.assertTrue(inside('2026-12-20..2027-01-04T08:00',
+                               berlin(2026, 12, 20, 0, 0)))
+        self.assertEqual(datetime.timedelta(hours=1), _length(
+            'TZ=America/New_York 2026-12-31T23:30..2027-01-01T00:30'))
+
+    def test_a_time_the_clock_skips_is_when_it_jumps(self):
+        # Berlin 2026-03-29: 02:00 CET becomes 03:00 CEST at 01:00 UTC.
+        window = windows.parse('2026-03-29T02:30..2026-03-29T04:00', BERLIN)
+        self.assertEqual((utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 2, 0)),
+                         window.once)
+        window = windows.parse('2026-03-29T00:00..2026-03-29T02:15', BERLIN)
+        self.assertEqual(utc(2026, 3, 29, 1, 0), window.once[1])
+        # New York 2027-03-14: 02:00 EST becomes 03:00 EDT at 07:00 UTC.
+        window = windows.parse('TZ=America/New_York 2027-03-14T02:30..'
+                               '2027-03-14T03:30')
+        self.assertEqual((utc(2027, 3, 14, 7, 0), utc(2027, 3, 14, 7, 30)),
+                         window.once)
+        # Havana changes at midnight: that day starts at 01:00 CDT.
+        window = windows.parse('TZ=America/Havana 2026-03-08')
+        self.assertEqual((utc(2026, 3, 8, 5, 0), utc(2026, 3, 9, 4, 0)),
+                         window.once)
+
+    def test_a_time_the_clock_shows_twice_is_the_first(self):
+        # Berlin 2026-10-25: 03:00 CEST becomes 02:00 CET at 01:00 UTC, so
+        # 02:30 comes at 00:30 UTC and again at 01:30 UTC.
+        window = windows.parse('2026-10-25T02:30..2026-10-25T03:00', BERLIN)
+        self.assertEqual((utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 2, 0)),
+                         window.once)
+        window = windows.parse('2026-10-24T12:00..2026-10-25T02:30', BERLIN)
+        self.assertEqual(utc(2026, 10, 25, 0, 30), window.once[1])
+        self.assertTrue(inside('2026-10-25T02:30..2026-10-25T03:00',
+                               berlin(2026, 10, 25, 2, 10, fold=1)))
+
+    def test_a_range_as_written_and_in_its_zone(self):
+        window = windows.parse('TZ=America/New_York 2026-12-20..2027-01-04',
+                               BERLIN)
+        self.assertEqual(
+            '"TZ=America/New_York 2026-12-20..2027-01-04" (America/New_York)',
+            str(window))
+        self.assertEqual((utc(2026, 12, 20, 5), utc(2027, 1, 5, 5)),
+                         window.once)
+        self.assertEqual(window.once, windows.parse(
+            'CRON_TZ=America/New_York 2026-12-20 .. 2027-01-04').once)
+
+
+def _length(text, zone='UTC'):
+    start, end = windows.parse(text, zone).once
+    return end - start
+
+
 class TestRefusal(unittest.TestCase):
     def test_the_line_names_the_window_and_the_end_in_both_zones(self):
         found = blackout(['Mon-Fri 08:00-18:00'],
@@ -304,6 +431,80 @@ class TestRefusal(unittest.TestCase):
             '(2026-11-24 22:00 UTC)', str(found))
 
 
+class TestOneOffRefusal(unittest.TestCase):
+    FREEZE = '2026-12-20..2027-01-04'
+
+    def test_a_freeze_of_two_weeks_names_its_end(self):
+        for now in (berlin(2026, 12, 20, 0, 0), berlin(2026, 12, 24, 12, 0),
+                    berlin(2027, 1, 4, 23, 59, 59)):
+            with self.subTest(now=now):
+                found = blackout([self.FREEZE], now)
+                self.assertEqual(
+                    'in the blackout window "2026-12-20..2027-01-04" '
+                    '(Europe/Berlin) until 2027-01-05 00:00 CET (2027-01-04 '
+                    '23:00 UTC)', str(found))
+                self.assertEqual(utc(2027, 1, 4, 23, 0), found.until)
+        self.assertIsNone(blackout([self.FREEZE],
+                                   berlin(2026, 12, 19, 23, 59)))
+        self.assertIsNone(blackout([self.FREEZE], berlin(2027, 1, 5, 0, 0)))
+
+    def test_a_long_freeze_names_its_end(self):
+        found = blackout(['2026-01-01..2030-12-31'], berlin(2026, 6, 1))
+        self.assertEqual(berlin(2031, 1, 1), found.until)
+        self.assertEqual('until 2031-01-01 00:00 CET (2030-12-31 23:00 UTC)',
+                         str(found)[-49:])
+
+    def test_after_a_freeze_the_other_windows_hold(self):
+        # 2027-01-05 is a Tuesday: the next weekend opens on the 9th, 19
+        # days after now, past HORIZON.
+        found = blackout([self.FREEZE], berlin(2026, 12, 21, 12, 0),
+                         allowed=('Sat,Sun 00:00-24:00',))
+        self.assertEqual(self.FREEZE, found.window.text)
+        self.assertEqual(berlin(2027, 1, 9, 0, 0), found.until)
+        self.assertEqual('Sat,Sun 00:00-24:00', found.opens.text)
+        # A weekly blackout right after the freeze goes on from it.
+        found = blackout([self.FREEZE, 'Tue 00:00-06:00'],
+                         berlin(2026, 12, 21, 12, 0))
+        self.assertEqual(berlin(2027, 1, 5, 6, 0), found.until)
+        # Ranges that overlap chain.
+        found = blackout(['2026-12-20..2026-12-31', '2026-12-28..2027-01-10'],
+                         berlin(2026, 12, 21, 12, 0))
+        self.assertEqual(berlin(2027, 1, 11, 0, 0), found.until)
+
+    def test_a_weekly_blackout_in_force_ends_into_a_freeze(self):
+        # Friday 18 December, business hours; the freeze starts at midnight.
+        found = blackout(['Mon-Fri 08:00-18:00', self.FREEZE],
+                         berlin(2026, 12, 18, 17, 0))
+        self.assertEqual('Mon-Fri 08:00-18:00', found.window.text)
+        self.assertEqual(berlin(2026, 12, 18, 18, 0), found.until)
+        # On Saturday the 19th at noon it starts in twelve hours, and free.
+        self.assertIsNone(blackout(['Mon-Fri 08:00-18:00', self.FREEZE],
+                                   berlin(2026, 12, 19, 12, 0)))
+
+    def test_an_allowed_range_ahead(self):
+        allowed = ('TZ=Europe/Berlin 2027-06-01T20:00..2027-06-02T04:00',)
+        found = blackout([], utc(2026, 12, 22), allowed=allowed)
+        self.assertIsNone(found.window)
+        self.assertEqual(allowed[0], found.opens.text)
+        self.assertEqual(
+            'outside every allowed window ("TZ=Europe/Berlin '
+            '2027-06-01T20:00..2027-06-02T04:00") until 2027-06-01 20:00 '
+            'CEST (2027-06-01 18:00 UTC)', str(found))
+        self.assertIsNone(blackout([], berlin(2027, 6, 2, 3, 59),
+                                   allowed=allowed))
+        # A blackout inside it: it opens when that ends.
+        found = blackout(['Tue 18:00-22:00'], berlin(2027, 6, 1, 12),
+                         allowed=allowed)
+        self.assertEqual(berlin(2027, 6, 1, 22, 0), found.until)
+
+    def test_an_allowed_range_that_has_passed_never_opens(self):
+        found = blackout([], berlin(2027, 1, 5, 0, 0), allowed=(self.FREEZE,))
+        self.assertIsNone(found.until)
+        self.assertEqual(
+            'outside every allowed window ("2026-12-20..2027-01-04"), with '
+            'no end in the next 8 days', str(found))
+
+
 class TestBadInput(unittest.TestCase):
     def test_bad_windows_say_what_is_wrong(self):
         for text, message in (
@@ -334,7 +535,40 @@ class TestBadInput(unittest.TestCase):
                 ('Mon 08:00 to 18:00', 'a time range is written like'),
                 ('TZ=Mars/Olympus 0 2 * * *', 'unknown time zone'),
                 ('TZ=../etc/passwd 0 2 * * *', 'not an IANA time zone'),
-                ('TZ=Europe 0 2 * * *', 'unknown time zone Europe')):
+                ('TZ=Europe 0 2 * * *', 'unknown time zone Europe'),
+                ('2026-02-30', "'2026-02-30' is not a date: 2026-02 has 28 "
+                 "days"),
+                ('2028-02-30..2028-03-01', "'2028-02-30' is not a date: "
+                 "2028-02 has 29 days"),
+                ('2026-12-20..2026-04-31', '2026-04 has 30 days'),
+                ('2026-13-01', 'months run from 01 to 12'),
+                ('2026-00-10', 'months run from 01 to 12'),
+                ('2026-12-00', '2026-12 has 31 days'),
+                ('1999-12-20..2000-01-04', 'years run from 2000 to 9998'),
+                ('2026-12-20..9999-01-04', "'9999-01-04' is not a date"),
+                ('2027-01-04..2026-12-20', 'ends before it starts'),
+                ('2026-12-20T18:00..2026-12-20T08:00',
+                 'ends before it starts'),
+                ('2026-12-20T18:00..2026-12-20T18:00', 'ends when it starts'),
+                ('2026-12-20T18:00', 'a one-off range is written like '
+                 '"2026-12-20..2027-01-04" or '
+                 '"2026-12-20T18:00..2027-01-04T08:00"'),
+                ('2026-12-20..', 'a one-off range is written like'),
+                ('..2027-01-04', 'a one-off range is written like'),
+                ('2026-12-20...2027-01-04', 'a one-off range is written'),
+                ('2026-12-20..2027-01-04..2027-02-01', 'a one-off range'),
+                ('2026-12-20 18:00..2027-01-04', 'a one-off range'),
+                ('2026-1-4', 'a one-off range'),
+                ('20-12-2026..04-01-2027', 'a one-off range'),
+                ('2026-12-20..' + '9' * 5000, 'a one-off range'),
+                ('2026-12-20T25:00..2027-01-04', 'times run from 00:00'),
+                ('2026-12-20T08:60..2027-01-04', 'times run from 00:00'),
+                ('2026-12-20T24:00..2027-01-04', '(24:00 as an end)'),
+                ('TZ=Mars/Olympus 2026-12-20..2027-01-04',
+                 'unknown time zone Mars/Olympus'),
+                ('TZ=Europe/Berlin 2026-03-29T02:10..2026-03-29T02:40',
+                 'the clock skips all of it in Europe/Berlin'),
+                ('TZ=Pacific/Apia 2011-12-30', 'the clock skips all of it')):
             with self.subTest(text=text):
                 error = self.assertRaises(windows.WindowError,
                                           windows.parse, text)

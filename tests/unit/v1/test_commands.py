@@ -552,6 +552,22 @@ class TestSettings(CommandTest):
                                   ['--config', '/nonexistent.yaml'],
                                   '--config file /nonexistent.yaml does not exist')
 
+    def test_dates_in_a_config_file_are_windows(self):
+        # Unquoted, YAML reads 2026-12-24 as a date and 2026-02-30 fails
+        # its loader; both are text to the settings.
+        path = self.write('freeze.yaml', 'windows:\n  blackout:\n'
+                          '    - 2026-12-24\n    - 2026-12-31..2027-01-01\n')
+        shown = self.show(['--config', path])
+        self.assertEqual(['2026-12-24', '2026-12-31..2027-01-01'],
+                         shown['windows.blackout'][0])
+        path = self.write('bad.yaml', 'windows:\n  blackout: [2026-02-30]\n')
+        self.assert_command_error(
+            config_cmd.ShowConfig, ['--config', path],
+            "--config %s: windows.blackout: must be windows such as" % path)
+        self.assert_command_error(
+            config_cmd.ShowConfig, ['--config', path],
+            "('2026-02-30': '2026-02-30' is not a date: 2026-02 has 28 days)")
+
     def test_plan_uses_the_settings(self):
         self.clouds_yaml = {'threshold': 1}
         _, rows = self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo'])
@@ -1157,19 +1173,11 @@ class TestEvacuate(SimulatedNovaTest):
                                    if s['name'].startswith('web')})
 
 
-class TestWindows(SimulatedNovaTest):
-    """Maintenance windows, decided before the lock and any cloud call."""
-
-    BLACKOUT = ('Refused: in the blackout window "Mon-Fri 08:00-18:00" '
-                '(Europe/Berlin) until 2026-11-24 18:00 CET (2026-11-24 17:00 '
-                'UTC)\n')
+class WindowsTest(SimulatedNovaTest):
+    """A clock to set, and a check that a refusal touched nothing."""
 
     def setUp(self):
         super().setUp()
-        self.clouds_yaml['windows'] = {'time_zone': 'Europe/Berlin',
-                                       'blackout': ['Mon-Fri 08:00-18:00']}
-        # Tuesday 11:00 in Berlin: inside the blackout.
-        self.at(datetime.datetime(2026, 11, 24, 10, 0, tzinfo=UTC))
         self.connections = []
         connect = mock.patch.object(
             common, 'open_connection',
@@ -1190,6 +1198,21 @@ class TestWindows(SimulatedNovaTest):
         self.assertEqual([], self.connections)
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name,
                                                      'apply.lock')))
+
+
+class TestWindows(WindowsTest):
+    """Maintenance windows, decided before the lock and any cloud call."""
+
+    BLACKOUT = ('Refused: in the blackout window "Mon-Fri 08:00-18:00" '
+                '(Europe/Berlin) until 2026-11-24 18:00 CET (2026-11-24 17:00 '
+                'UTC)\n')
+
+    def setUp(self):
+        super().setUp()
+        self.clouds_yaml['windows'] = {'time_zone': 'Europe/Berlin',
+                                       'blackout': ['Mon-Fri 08:00-18:00']}
+        # Tuesday 11:00 in Berlin: inside the blackout.
+        self.at(datetime.datetime(2026, 11, 24, 10, 0, tzinfo=UTC))
 
     def test_apply_in_a_blackout_exits_5_and_touches_nothing(self):
         code, out, err = self.apply(['-f', 'json'])
@@ -1271,4 +1294,68 @@ class TestWindows(SimulatedNovaTest):
             apply_cmd.ApplyLeveller, [],
             "clouds.yaml cloud devcloud: leveller: windows.blackout: must be "
             "windows such as")
+        self.assert_untouched()
+
+
+class TestOneOffWindows(WindowsTest):
+    """A one-off freeze holds apply and evacuate as the weekly windows do."""
+
+    FREEZE = ('Refused: in the blackout window "2026-12-20..2027-01-04" '
+              '(Europe/Berlin) until 2027-01-05 00:00 CET (2027-01-04 23:00 '
+              'UTC)\n')
+
+    def setUp(self):
+        super().setUp()
+        self.clouds_yaml['windows'] = {'time_zone': 'Europe/Berlin',
+                                       'blackout': ['2026-12-20..2027-01-04']}
+        # New Year's Eve, noon in Berlin: inside the freeze.
+        self.at(datetime.datetime(2026, 12, 31, 11, 0, tzinfo=UTC))
+
+    def test_apply_in_a_freeze_exits_5_and_touches_nothing(self):
+        code, out, err = self.apply(['-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code)
+        self.assertEqual(self.FREEZE, err)
+        self.assertEqual('', out)
+        self.assert_untouched()
+        record = self.journal()[-1]
+        self.assertEqual(('refused', 5, '2027-01-04T23:00:00Z'), (
+            record['event'], record['exit_code'], record['until']))
+
+    def test_the_last_day_is_in_the_freeze(self):
+        # 2027-01-04 23:59 in Berlin, then midnight.
+        self.at(datetime.datetime(2027, 1, 4, 22, 59, tzinfo=UTC))
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code)
+        self.assertEqual(self.FREEZE, err)
+        self.assert_untouched()
+        self.at(datetime.datetime(2027, 1, 4, 23, 0, tzinfo=UTC))
+        code, out, err = self.apply(['--batch', '1', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual('done', json.loads(out)[0]['Status'])
+
+    def test_evacuate_in_a_freeze(self):
+        code, rows, err = self.evacuate(['hv1', '-f', 'json'])
+        self.assertEqual(evacuate_cmd.EXIT_WINDOW, code)
+        self.assertEqual(self.FREEZE, err)
+        self.assert_untouched()
+
+    def test_an_allowed_range_ahead_says_when_it_opens(self):
+        self.clouds_yaml['windows'] = {
+            'allowed': ['TZ=America/New_York 2027-01-09..2027-01-10']}
+        code, out, err = self.apply([])
+        self.assertEqual(apply_cmd.EXIT_WINDOW, code)
+        self.assertEqual(
+            'Refused: outside every allowed window ("TZ=America/New_York '
+            '2027-01-09..2027-01-10") until 2027-01-09 00:00 EST (2027-01-09 '
+            '05:00 UTC)\n', err)
+        self.assert_untouched()
+
+    def test_an_impossible_date_is_an_error_before_anything(self):
+        self.clouds_yaml['windows'] = {'blackout': ['2026-02-30..2026-03-02']}
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [],
+            "clouds.yaml cloud devcloud: leveller: windows.blackout: must be "
+            "windows such as \"Mon-Fri 08:00-18:00\", \"0 22 * * 5 for 56h\" "
+            "or \"2026-12-20..2027-01-04\" ('2026-02-30..2026-03-02': "
+            "'2026-02-30' is not a date: 2026-02 has 28 days)")
         self.assert_untouched()
