@@ -266,39 +266,6 @@ class TestApplyGuards(ApplyTestCase):
         self.assertEqual('failed', row['Status'])
         self.assertIn('deleted during its migration', row['Reason'])
 
-
-def node_exporter(test, directory):
-    """Start Debian's node_exporter with only its textfile collector on
-    directory; returns scrape(): {(name, sorted labels): value}."""
-    os.makedirs(directory, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        ['/usr/bin/prometheus-node-exporter', '--collector.disable-defaults',
-         '--collector.textfile',
-         '--collector.textfile.directory=%s' % directory,
-         '--web.listen-address=127.0.0.1:%d' % port],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    test.addCleanup(process.wait)
-    test.addCleanup(process.terminate)
-    url = 'http://127.0.0.1:%d/metrics' % port
-
-    def scrape():
-        text = requests.get(url, timeout=10).text
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in parser.text_string_to_metric_families(text)
-                for s in f.samples}
-
-    def listening():
-        try:
-            return requests.get(url, timeout=2).ok
-        except requests.ConnectionError:
-            return False
-    base.wait_for(listening, 30, interval=0.5,
-                  message='node_exporter to listen')
-    return scrape
-
     def test_whole_exchange_runs_in_one_batch(self):
         # Named to run last in its class: it leaves hv01 calm and the
         # servers moved, and the next class loads its scenario anew.
@@ -347,6 +314,69 @@ def node_exporter(test, directory):
         self.assertEqual((cool, 'hv01'), (self.host_of(busy['server_id']),
                                           self.host_of(idle_id)))
 
+    def test_two_controllers_one_acts(self):
+        """The same job on two controllers (their own lock files and
+        journals), started together: one takes the cloud lock and moves,
+        the other is refused, and so is the next run in the interval."""
+        configs = []
+        for name in ('ctl1', 'ctl2'):
+            os.makedirs(self.path(name))
+            configs.append(self.path(name + '/leveller.yaml'))
+            with open(configs[-1], 'w') as f:
+                yaml.safe_dump({'apply': {
+                    'journal': self.path(name + '/journal.jsonl'),
+                    'lock_file': self.path(name + '/apply.lock'),
+                    'poll_interval': 0.5, 'cloud_lock': '10m'}}, f)
+        self.addCleanup(self.remove_cloud_lock)
+        exe = os.path.join(os.path.dirname(sys.executable), 'openstack')
+        runs = [subprocess.Popen(
+            [exe, '--os-cloud', 'devcloud', 'leveller', 'apply', '--config',
+             path, '--batch', '1', '-f', 'json'], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True) for path in configs]
+        for run in runs:
+            self.addCleanup(lambda r=run: r.poll() is None and r.kill())
+        ended = [run.communicate(timeout=600) + (run.returncode,)
+                 for run in runs]
+        self.assertEqual([0, 4], sorted(code for _, _, code in ended), ended)
+        won = next(i for i, (_, _, code) in enumerate(ended) if code == 0)
+        out, err, _ = ended[won]
+        statuses = [r['Status'] for r in json.loads(out)]
+        self.assertEqual(['done'] + ['not started'] * (len(statuses) - 1),
+                         statuses)  # --batch 1
+        self.assertIn('holds the cloud lock', ended[1 - won][1])
+        journals = []
+        for name in ('ctl1', 'ctl2'):
+            with open(self.path(name + '/journal.jsonl')) as f:
+                journals.append([json.loads(line) for line in f])
+        self.assertEqual([1, 0], [
+            sum(e['event'] == 'migrate' for e in journals[i])
+            for i in (won, 1 - won)])
+        # Nova keeps the winner's lock: an aggregate without hosts.
+        lock = self.cloud_lock()
+        self.assertEqual([], lock['hosts'])
+        self.assertIn(journals[won][0]['request_id'],
+                      lock['metadata']['osc_leveller_holder'])
+        # The loser's next run in the same interval is refused again.
+        code, rows, err = self.apply_with(configs[1 - won], '--batch', '1')
+        self.assertEqual(4, code, err)
+        self.assertIn('until', err)
+
+    def apply_with(self, config_path, *args):
+        result = base.openstack('leveller', 'apply', '--config', config_path,
+                                '-f', 'json', *args, parse=False, check=False,
+                                timeout=600)
+        return result.returncode, result.stdout, result.stderr
+
+    def cloud_lock(self):
+        found = base.connection().compute.get('/os-aggregates').json()
+        return next((a for a in found['aggregates']
+                     if a['name'] == 'osc-leveller-apply-lock'), None)
+
+    def remove_cloud_lock(self):
+        lock = self.cloud_lock()
+        if lock is not None:
+            base.connection().compute.delete('/os-aggregates/%d' % lock['id'])
+
 
 class TestCronLoop(ApplyTestCase):
     def imbalance(self):
@@ -389,3 +419,36 @@ class TestCronLoop(ApplyTestCase):
         self.assertGreaterEqual(len(moved), 2)
         base.wait_for(lambda: self.imbalance() < start * 0.7, 90,
                       interval=5, message='the imbalance to fall by 30 %')
+
+
+def node_exporter(test, directory):
+    """Start Debian's node_exporter with only its textfile collector on
+    directory; returns scrape(): {(name, sorted labels): value}."""
+    os.makedirs(directory, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        ['/usr/bin/prometheus-node-exporter', '--collector.disable-defaults',
+         '--collector.textfile',
+         '--collector.textfile.directory=%s' % directory,
+         '--web.listen-address=127.0.0.1:%d' % port],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    test.addCleanup(process.wait)
+    test.addCleanup(process.terminate)
+    url = 'http://127.0.0.1:%d/metrics' % port
+
+    def scrape():
+        text = requests.get(url, timeout=10).text
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in parser.text_string_to_metric_families(text)
+                for s in f.samples}
+
+    def listening():
+        try:
+            return requests.get(url, timeout=2).ok
+        except requests.ConnectionError:
+            return False
+    base.wait_for(listening, 30, interval=0.5,
+                  message='node_exporter to listen')
+    return scrape
