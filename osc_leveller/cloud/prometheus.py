@@ -1,7 +1,9 @@
 """Prometheus' HTTP API: instant and range queries, and label values.
 
-Credentials go into request headers only and never into messages. What the
-answers mean for the leveller is cloud/measure.py's business.
+Credentials go into request headers only and never into messages: a token,
+basic auth, or a Keystone token an auth object gives each request (Aetos,
+cloud/aetos.py). What the answers mean for the leveller is
+cloud/measure.py's business.
 
 Retries are urllib3's (Retry on the sessions' adapters): a request that got
 no answer, HTTP 5xx, or 429 with a Retry-After, is asked again up to
@@ -73,8 +75,23 @@ class Client:
                  ca_bundle=None, timeout=_default('timeout'),
                  retries=_default('retries'),
                  connect_timeout=_default('connect_timeout'),
-                 max_answer_mb=_default('max_answer_mb')):
+                 max_answer_mb=_default('max_answer_mb'),
+                 auth=None, via=None, ranges=True):
+        """auth: an object whose headers() gives each request's
+        credentials (cloud/aetos.py's Keystone token). via: how messages
+        and metrics check name this endpoint and its credentials. ranges:
+        False where the API serves no range queries (Aetos)."""
         self.url = url.rstrip('/')
+        self.auth = auth
+        self.ranges = ranges
+        if via is None:
+            via = 'no credentials'
+            if token:
+                via = 'a bearer token (prometheus.token)'
+            elif username:
+                via = 'basic auth as %s' % username
+            via = 'Prometheus at %s (prometheus.url), %s' % (self.url, via)
+        self.via = via
         self.timeout = (connect_timeout, timeout)
         self.retries = retries
         self.max_answer_mb = max_answer_mb
@@ -116,6 +133,9 @@ class Client:
         answers together are held to max_answer_mb.
         """
         what = 'the range query %r' % promql
+        if not self.ranges:
+            raise PrometheusError('%s serves no range queries '
+                                  '(/api/v1/query_range)' % self.via)
         count = int((end - start) // step) + 1 if end >= start else 0
         series = {}  # sorted labels: [(time, value)]
         spent = 0  # bytes of the parts before
@@ -167,9 +187,11 @@ class Client:
         session = self.session if timeout is None else self.heavy_session
         waits = self.timeout if timeout is None else (self.timeout[0],
                                                       timeout)
+        headers = self.auth.headers() if self.auth is not None else None
         try:
             response = session.get(self.url + path, params=params,
-                                   timeout=waits, stream=True)
+                                   headers=headers, timeout=waits,
+                                   stream=True)
         except requests.RequestException as exc:
             raise _unreached(self.url, exc) from exc
         with response:
@@ -217,8 +239,11 @@ class Client:
         if response.status_code in (401, 403):
             raise PrometheusError(
                 'Prometheus at %s refused the credentials (HTTP %d): check '
-                'leveller: prometheus: token, or username and password' % (
-                    self.url, response.status_code))
+                '%s' % (self.url, response.status_code,
+                        'the role of the cloud\'s user (Aetos takes its '
+                        'Keystone token)' if self.auth is not None else
+                        'leveller: prometheus: token, or username and '
+                        'password'))
         # Prometheus' API always answers {"status": "success" | "error"};
         # anything else comes from another server at that URL.
         if body.get('status') == 'error':

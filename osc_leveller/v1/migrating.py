@@ -322,9 +322,10 @@ def guarded(command, effective, body, history_hours=24.0,
         except OSError as exc:
             raise exceptions.CommandError('cannot take the lock %s: %s' % (
                 lock.path, exc)) from exc
+        conn = common.open_connection(command.app, effective, run_id)
         actions = actions_mod.Actions(
-            common.open_connection(command.app, effective, run_id),
-            metrics=common.metrics_reader(effective, last_plausible),
+            conn, metrics=common.metrics_reader(effective, last_plausible,
+                                                conn=conn),
             history_hours=max(history_hours, common.history_hours(effective)),
             retries=effective['cloud.retries'],
             progress=common.progress_of(command.app),
