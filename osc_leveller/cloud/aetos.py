@@ -3,9 +3,10 @@
 Aetos (OpenStack's reverse proxy in front of Prometheus) checks the
 Keystone token of every request and passes a part of Prometheus' HTTP API
 through: instant queries (/api/v1/query, GET only), series, labels, label
-values, targets and status. It serves no range queries (query_range), so
-the forecast's skill is not measured through it: the forecast gets no
-weight, and the read says so (measure.Reader._history).
+values, targets and status. It serves no range queries (query_range), which
+the forecast's skill asks (measure.Reader._history): the client asks each
+as an instant query of a subquery that gives the same points instead
+(prometheus._as_subquery).
 
 Its policy gives every project's series only to the admin role of the
 token's project, or to the service role. Reader and member get their

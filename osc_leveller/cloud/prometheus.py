@@ -130,12 +130,11 @@ class Client:
         that takes longer is not asked again (it would take as long).
 
         Points whose time or value is no finite number are left out; the
-        answers together are held to max_answer_mb.
+        answers together are held to max_answer_mb. Where the API serves
+        no range queries (ranges False: Aetos), each part is an instant
+        query of a subquery that gives the same points (_as_subquery).
         """
         what = 'the range query %r' % promql
-        if not self.ranges:
-            raise PrometheusError('%s serves no range queries '
-                                  '(/api/v1/query_range)' % self.via)
         count = int((end - start) // step) + 1 if end >= start else 0
         series = {}  # sorted labels: [(time, value)]
         spent = 0  # bytes of the parts before
@@ -143,12 +142,23 @@ class Client:
                  for first in range(0, count, MOST_POINTS)]
         while parts:
             first, last = parts.pop(0)
+            low, high = start + first * step, start + last * step
             try:
-                answer = self._get('/api/v1/query_range', {
-                    'query': promql, 'start': _time(start + first * step),
-                    'end': _time(start + last * step),
-                    'step': _time(step)}, what, spent, timeout)
-                found = self._matrix(answer, what)
+                if self.ranges:
+                    answer = self._get('/api/v1/query_range', {
+                        'query': promql, 'start': _time(low),
+                        'end': _time(high), 'step': _time(step)}, what,
+                        spent, timeout)
+                    found = self._matrix(answer, what)
+                else:
+                    query, at, shift = _as_subquery(promql, low, high, step)
+                    answer = self._get('/api/v1/query', {
+                        'query': query, 'time': _time(at)}, what, spent,
+                        timeout)
+                    found = [(labels, [(t - shift, v) for t, v in points
+                                       if low - 0.0005 <= t - shift <=
+                                       high + 0.0005])
+                             for labels, points in self._matrix(answer, what)]
             except TooManySamples:
                 if first == last:
                     raise
@@ -258,6 +268,13 @@ class Client:
             if 'too many samples' in str(body.get('error')):
                 raise TooManySamples(error)
             raise Unreachable(error)
+        fault = body.get('error_message')
+        if isinstance(fault, dict) and isinstance(fault.get('faultstring'),
+                                                  str):
+            # Aetos: Prometheus' own error, or Aetos', in its wrapping
+            raise PrometheusError('%s rejected %s (HTTP %d): %s' % (
+                self.url, what, response.status_code,
+                fault['faultstring'][:500]))
         if body.get('status') != 'success':
             raise PrometheusError(
                 '%s does not answer like Prometheus (HTTP %d on %s): check '
@@ -401,6 +418,27 @@ def _points(pairs):
         if math.isfinite(time) and math.isfinite(value):
             found.append((time, value))
     return found
+
+
+def _as_subquery(promql, start, end, step):
+    """(query, time, shift): an instant query at time whose points, each
+    shift seconds early, are promql at start, start + step, ... end.
+
+    A subquery's points fall on multiples of its step, so promql is asked
+    at the first multiple at or after end, each point shift (< step) back
+    by the inner last_over_time(...[1ms:1ms] offset), as the guard asks a
+    past time; the range takes every step back to start (one more
+    point where Prometheus 2 closes the range at its start: left out).
+    """
+    ms = max(1, int(round(step * 1000)))
+    last = int(math.ceil(round(end * 1000) / ms)) * ms
+    shift = last - int(round(end * 1000))
+    span = (int(round((end - start) * 1000)) // ms + 1) * ms
+    # Prometheus 2 refuses "offset 0ms"
+    offset = ' offset %dms' % shift if shift else ''
+    query = '(last_over_time((%s)[1ms:1ms]%s))[%dms:%dms]' % (
+        promql, offset, span, ms)
+    return query, last / 1000.0, shift / 1000.0
 
 
 def _time(seconds):

@@ -6,18 +6,21 @@ metric-storage in Keystone's catalog and reads through it with the cloud's
 own token. Full coverage with score, plan, apply --dry-run and metrics
 check; the member refused with the role it lacks; and each Prometheus API
 call the collector makes, asked of Aetos itself: the instant queries and
-label values it serves, the range queries it does not, and the fallback
-taken for them (the forecast gets no weight).
+label values it serves, and the range queries it does not, which the
+client asks as subqueries with the same points (the forecast's skill).
 """
 
 import json
-import os
-import tempfile
 import time
+from unittest import mock
 
+import openstack
 import requests
-import yaml
 
+from osc_leveller.cloud import aetos
+from osc_leveller.cloud import hostmatch
+from osc_leveller.cloud import measure
+from osc_leveller.cloud import prometheus
 from tests.functional import base
 
 AETOS = base._devcloud.AETOS
@@ -141,20 +144,50 @@ class TestAetos(base.DevcloudTestCase):
         status, _ = get('/api/v1/query', {'query': 'up'}, {})
         self.assertEqual(401, status)
 
-    def test_the_forecast_without_range_queries(self):
-        """Range queries serve only the forecast's skill: through Aetos
-        the leveller asks none, and says the forecast gets no weight."""
+    def test_range_queries_asked_as_subqueries_give_the_same_points(self):
+        """Aetos serves no range query: the client asks an instant query
+        of a subquery instead, which must give Prometheus' points."""
         self.check()
-        with tempfile.TemporaryDirectory() as tmp:
-            config = os.path.join(tmp, 'forecast.yaml')
-            with open(config, 'w') as f:
-                yaml.safe_dump({'prometheus': {
-                    'window': '30s', 'forecast_days': 1,
-                    'forecast_ahead': '10s'}}, f)
-            result = base.openstack('leveller', 'score', '--config', config,
-                                    parse=False, cloud=ADMIN)
-        self.assertNotIn('Traceback', result.stderr)
-        self.assertIn('forecast skill not measured: Aetos at %s' % AETOS,
-                      result.stderr)
-        self.assertIn('serves no range queries (/api/v1/query_range): the '
-                      'forecast gets no weight', result.stderr)
+        conn = openstack.connect(cloud=ADMIN)
+        self.addCleanup(conn.close)
+        through = aetos.client(conn, aetos.endpoint(conn), timeout=120)
+        direct = prometheus.Client(base._devcloud.PROMETHEUS, timeout=120)
+        promql = ('1 - avg by (instance, job) (rate(node_cpu_seconds_total'
+                  '{mode="idle"}[30s]))')
+        now = time.time()
+        # ends on and off the step, a step of a fraction of a second
+        for end, step, count in ((int(now) - 30, 10, 12), (int(now) - 7, 7, 5),
+                                 (now - 1.2345, 2.5, 9)):
+            start = end - (count - 1) * step
+            with self.subTest(end=end, step=step):
+                expected = direct.query_range(promql, start, end, step)
+                found = through.query_range(promql, start, end, step)
+                self.assertEqual(6, len(expected))
+                self.assertEqual([labels for labels, _ in expected],
+                                 [labels for labels, _ in found])
+                for (_, want), (_, got) in zip(expected, found):
+                    self.assertEqual(len(want), len(got))
+                    for (t1, v1), (t2, v2) in zip(want, got):
+                        self.assertAlmostEqual(t1, t2, delta=0.002)
+                        self.assertAlmostEqual(v1, v2, places=12)
+
+    def test_the_forecast_skill_through_aetos(self):
+        """The read's history (forecast_days, on a day of a minute) comes
+        through Aetos, with no note of a forecast without weight."""
+        self.check()
+        conn = openstack.connect(cloud=ADMIN)
+        self.addCleanup(conn.close)
+        refs = [hostmatch.HostRef(h.name, h.service_details['host'],
+                                  h.host_ip)
+                for h in conn.compute.hypervisors(details=True)]
+        with mock.patch.object(measure, 'DAY', 60):
+            reader = measure.reader_from_settings(
+                {'window': '30s', 'forecast_days': 1, 'forecast_ahead': '10s',
+                 'history_timeout': 120, 'timeout': 60}, conn=conn)
+            self.assertIn('Aetos at %s' % AETOS, reader.client.via)
+            reading = reader.read(refs, {})
+        self.assertIsNotNone(reading.history, reading.notes)
+        self.assertEqual([], [n for n in reading.notes
+                              if 'forecast skill not measured' in n])
+        self.assertEqual(set(self.node.values()),
+                         set(reading.history.now['cpu']))

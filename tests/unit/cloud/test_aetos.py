@@ -3,10 +3,13 @@
 A real openstacksdk connection to the stand-in cloud, whose catalog then
 has metric-storage: its Prometheus behind a Keystone token check, serving
 what Aetos serves (GET instant queries and label values; no range
-queries), and to a token without the admin or service role only its own
+queries: asked as subqueries), and to a token without the admin or service role only its own
 project's series, which hypervisors have none of.
 """
 
+import http.server
+import json
+import threading
 import unittest
 
 from osc_leveller.cloud import aetos
@@ -15,6 +18,24 @@ from osc_leveller.cloud import prometheus
 from tests.unit import standin
 
 UP = [({'instance': '10.0.0.11:9100', 'job': 'node'}, 1.0)]
+
+
+class AetosFault(http.server.BaseHTTPRequestHandler):
+    """Aetos' answer to a query Prometheus rejects (its ClientSideError)."""
+
+    def do_GET(self):
+        body = json.dumps({'error_message': {
+            'faultcode': 'Client', 'debuginfo': None, 'faultstring':
+            'invalid parameter "query": 1:111: parse error: duration must '
+            'be greater than 0'}}).encode()
+        self.send_response(400)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
 
 
 def answers(promql):
@@ -116,12 +137,51 @@ class AetosTest(unittest.TestCase):
         client = measure.reader_from_settings({}, conn=conn).client
         self.assertEqual(UP, client.query('up'))
 
-    def test_no_range_query_is_asked_of_aetos(self):
+    def test_a_range_query_is_asked_as_a_subquery(self):
         cloud, conn = self.cloud()
         client = measure.reader_from_settings({}, conn=conn).client
+        # The stand-in runs no PromQL: it answers an instant vector, which
+        # is no range; the real Aetos' answers are compared with
+        # Prometheus' range queries in tests/functional/test_aetos.py.
+        with self.assertRaisesRegex(prometheus.PrometheusError,
+                                    'not a range of samples'):
+            client.query_range('up', 100, 130, 10)
+        seen = [r for r in cloud.requests if r.service == 'prometheus']
+        self.assertEqual(['/api/v1/query'], [r.path for r in seen])
+        self.assertEqual(
+            '(last_over_time((up)[1ms:1ms]))[40000ms:10000ms]',
+            seen[0].query['query'][0])
+        self.assertEqual(['130'], seen[0].query['time'])
+
+
+class AetosErrorTest(unittest.TestCase):
+    def test_an_error_in_aetos_wrapping_is_quoted(self):
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), AetosFault)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = 'http://127.0.0.1:%d' % server.server_port
         with self.assertRaises(prometheus.PrometheusError) as caught:
-            client.query_range('up', 0, 60, 15)
-        self.assertIn('serves no range queries (/api/v1/query_range)',
-                      str(caught.exception))
-        self.assertEqual([], [r for r in cloud.requests
-                              if r.service == 'prometheus'])
+            prometheus.Client(url).query('up offset 0ms')
+        self.assertEqual(
+            '%s rejected the query \'up offset 0ms\' (HTTP 400): invalid '
+            'parameter "query": 1:111: parse error: duration must be greater '
+            'than 0' % url, str(caught.exception))
+
+
+class SubqueryTest(unittest.TestCase):
+    def test_the_points_fall_on_the_range_querys(self):
+        # step 7 s, end 1000: asked at 1001 (7 * 143), each point 1 s back
+        query, at, shift = prometheus._as_subquery('q', 972, 1000, 7)
+        self.assertEqual(
+            '(last_over_time((q)[1ms:1ms] offset 1000ms))[35000ms:7000ms]',
+            query)
+        self.assertEqual((1001, 1), (at, shift))
+        # the subquery's points: multiples of 7 s in (at - 35, at]
+        points = [at - 7 * k - shift for k in range(5)]
+        self.assertEqual([1000, 993, 986, 979, 972], points)
+
+    def test_fractions_of_a_second(self):
+        query, at, shift = prometheus._as_subquery('q', 10.5, 13.0, 2.5)
+        self.assertEqual((12.5 + 2.5, 2.0), (at, shift))
+        self.assertIn('[5000ms:2500ms]', query)
