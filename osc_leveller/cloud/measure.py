@@ -652,11 +652,12 @@ def reader_from_settings(settings, capacity=True, reference=None,
             clean, token=settings.get('token'), username=username,
             password=password, ca_bundle=settings.get('ca_bundle'),
             **timeouts)
-    elif settings.get('url') is None and conn is not None and \
-            aetos.endpoint(conn):
-        client = aetos.client(conn, aetos.endpoint(conn), **timeouts)
     else:
-        return None
+        found = aetos.endpoint(conn) if conn is not None and \
+            settings.get('url') is None else None
+        if not found:
+            return None
+        client = aetos.client(conn, found, **timeouts)
     profile = PROFILES[settings['profile']]
     queries = {m: q for m, q in HOST_QUERIES.items() if m in profile}
     queries.update(settings.get('queries') or {})
