@@ -268,10 +268,11 @@ class Client:
             if 'too many samples' in str(body.get('error')):
                 raise TooManySamples(error)
             raise Unreachable(error)
-        fault = body.get('error_message')
+        fault = body.get('error_message') if self.auth is not None else None
         if isinstance(fault, dict) and isinstance(fault.get('faultstring'),
                                                   str):
-            # Aetos: Prometheus' own error, or Aetos', in its wrapping
+            # Aetos: Prometheus' own error, or Aetos', in its wrapping (at
+            # another URL, such an answer is no Prometheus': said below)
             raise PrometheusError('%s rejected %s (HTTP %d): %s' % (
                 self.url, what, response.status_code,
                 fault['faultstring'][:500]))

@@ -161,12 +161,19 @@ class AetosErrorTest(unittest.TestCase):
         self.addCleanup(server.server_close)
         self.addCleanup(server.shutdown)
         url = 'http://127.0.0.1:%d' % server.server_port
+        token = type('Token', (), {'headers': lambda self: {
+            'X-Auth-Token': 'a-token'}})()
         with self.assertRaises(prometheus.PrometheusError) as caught:
-            prometheus.Client(url).query('up offset 0ms')
+            prometheus.Client(url, auth=token).query('up offset 0ms')
         self.assertEqual(
             '%s rejected the query \'up offset 0ms\' (HTTP 400): invalid '
             'parameter "query": 1:111: parse error: duration must be greater '
             'than 0' % url, str(caught.exception))
+        # Not through Aetos: a URL that answers so is not Prometheus.
+        with self.assertRaises(prometheus.PrometheusError) as caught:
+            prometheus.Client(url).query('up')
+        self.assertIn('does not answer like Prometheus (HTTP 400',
+                      str(caught.exception))
 
 
 class SubqueryTest(unittest.TestCase):
