@@ -27,6 +27,7 @@ import math
 import time
 import urllib.parse
 
+from osc_leveller.cloud import aetos
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import libvirt
 from osc_leveller.cloud import prometheus
@@ -624,29 +625,39 @@ PROFILES = {
 }
 
 
-def reader_from_settings(settings, capacity=True, reference=None):
+def reader_from_settings(settings, capacity=True, reference=None,
+                         conn=None):
     """A Reader from the effective ``prometheus`` settings, or None.
 
     settings: core.config.Settings.section('prometheus'); keys left out
     (a mapping made by hand) take their declared defaults. capacity and
     reference: what the guard asks (Reader). Credentials in the URL
     (https://user:pass@host) move into basic auth, so the URL that
-    messages show carries none.
+    messages show carries none. conn: the cloud's connection; without
+    prometheus.url, Aetos in its catalog is read with its token
+    (cloud/aetos.py). prometheus.url set to '' (--no-prometheus) reads
+    neither.
     """
-    if not settings.get('url'):
-        return None
     settings = dict(DEFAULTS, **settings)
-    url = urllib.parse.urlsplit(settings['url'])
-    username = url.username or settings.get('username')
-    password = url.password or settings.get('password')
-    clean = url._replace(netloc=url.netloc.rpartition('@')[2]).geturl()
-    client = prometheus.Client(
-        clean, token=settings.get('token'), username=username,
-        password=password, ca_bundle=settings.get('ca_bundle'),
-        timeout=settings['timeout'],
-        connect_timeout=settings['connect_timeout'],
-        retries=settings['retries'],
-        max_answer_mb=settings['max_answer_mb'])
+    timeouts = dict(timeout=settings['timeout'],
+                    connect_timeout=settings['connect_timeout'],
+                    retries=settings['retries'],
+                    max_answer_mb=settings['max_answer_mb'])
+    if settings.get('url'):
+        url = urllib.parse.urlsplit(settings['url'])
+        username = url.username or settings.get('username')
+        password = url.password or settings.get('password')
+        clean = url._replace(netloc=url.netloc.rpartition('@')[2]).geturl()
+        client = prometheus.Client(
+            clean, token=settings.get('token'), username=username,
+            password=password, ca_bundle=settings.get('ca_bundle'),
+            **timeouts)
+    else:
+        found = aetos.endpoint(conn) if conn is not None and \
+            settings.get('url') is None else None
+        if not found:
+            return None
+        client = aetos.client(conn, found, **timeouts)
     profile = PROFILES[settings['profile']]
     queries = {m: q for m, q in HOST_QUERIES.items() if m in profile}
     queries.update(settings.get('queries') or {})

@@ -1,7 +1,9 @@
 """Prometheus' HTTP API: instant and range queries, and label values.
 
-Credentials go into request headers only and never into messages. What the
-answers mean for the leveller is cloud/measure.py's business.
+Credentials go into request headers only and never into messages: a token,
+basic auth, or a Keystone token an auth object gives each request (Aetos,
+cloud/aetos.py). What the answers mean for the leveller is
+cloud/measure.py's business.
 
 Retries are urllib3's (Retry on the sessions' adapters): a request that got
 no answer, HTTP 5xx, or 429 with a Retry-After, is asked again up to
@@ -73,8 +75,23 @@ class Client:
                  ca_bundle=None, timeout=_default('timeout'),
                  retries=_default('retries'),
                  connect_timeout=_default('connect_timeout'),
-                 max_answer_mb=_default('max_answer_mb')):
+                 max_answer_mb=_default('max_answer_mb'),
+                 auth=None, via=None, ranges=True):
+        """auth: an object whose headers() gives each request's
+        credentials (cloud/aetos.py's Keystone token). via: how messages
+        and metrics check name this endpoint and its credentials. ranges:
+        False where the API serves no range queries (Aetos)."""
         self.url = url.rstrip('/')
+        self.auth = auth
+        self.ranges = ranges
+        if via is None:
+            via = 'no credentials'
+            if token:
+                via = 'a bearer token (prometheus.token)'
+            elif username:
+                via = 'basic auth as %s' % username
+            via = 'Prometheus at %s (prometheus.url), %s' % (self.url, via)
+        self.via = via
         self.timeout = (connect_timeout, timeout)
         self.retries = retries
         self.max_answer_mb = max_answer_mb
@@ -113,7 +130,9 @@ class Client:
         that takes longer is not asked again (it would take as long).
 
         Points whose time or value is no finite number are left out; the
-        answers together are held to max_answer_mb.
+        answers together are held to max_answer_mb. Where the API serves
+        no range queries (ranges False: Aetos), each part is an instant
+        query of a subquery that gives the same points (_as_subquery).
         """
         what = 'the range query %r' % promql
         count = int((end - start) // step) + 1 if end >= start else 0
@@ -123,12 +142,23 @@ class Client:
                  for first in range(0, count, MOST_POINTS)]
         while parts:
             first, last = parts.pop(0)
+            low, high = start + first * step, start + last * step
             try:
-                answer = self._get('/api/v1/query_range', {
-                    'query': promql, 'start': _time(start + first * step),
-                    'end': _time(start + last * step),
-                    'step': _time(step)}, what, spent, timeout)
-                found = self._matrix(answer, what)
+                if self.ranges:
+                    answer = self._get('/api/v1/query_range', {
+                        'query': promql, 'start': _time(low),
+                        'end': _time(high), 'step': _time(step)}, what,
+                        spent, timeout)
+                    found = self._matrix(answer, what)
+                else:
+                    query, at, shift = _as_subquery(promql, low, high, step)
+                    answer = self._get('/api/v1/query', {
+                        'query': query, 'time': _time(at)}, what, spent,
+                        timeout)
+                    found = [(labels, [(t - shift, v) for t, v in points
+                                       if low - 0.0005 <= t - shift <=
+                                       high + 0.0005])
+                             for labels, points in self._matrix(answer, what)]
             except TooManySamples:
                 if first == last:
                     raise
@@ -167,9 +197,11 @@ class Client:
         session = self.session if timeout is None else self.heavy_session
         waits = self.timeout if timeout is None else (self.timeout[0],
                                                       timeout)
+        headers = self.auth.headers() if self.auth is not None else None
         try:
             response = session.get(self.url + path, params=params,
-                                   timeout=waits, stream=True)
+                                   headers=headers, timeout=waits,
+                                   stream=True)
         except requests.RequestException as exc:
             raise _unreached(self.url, exc) from exc
         with response:
@@ -217,8 +249,11 @@ class Client:
         if response.status_code in (401, 403):
             raise PrometheusError(
                 'Prometheus at %s refused the credentials (HTTP %d): check '
-                'leveller: prometheus: token, or username and password' % (
-                    self.url, response.status_code))
+                '%s' % (self.url, response.status_code,
+                        'the role of the cloud\'s user (Aetos takes its '
+                        'Keystone token)' if self.auth is not None else
+                        'leveller: prometheus: token, or username and '
+                        'password'))
         # Prometheus' API always answers {"status": "success" | "error"};
         # anything else comes from another server at that URL.
         if body.get('status') == 'error':
@@ -233,6 +268,14 @@ class Client:
             if 'too many samples' in str(body.get('error')):
                 raise TooManySamples(error)
             raise Unreachable(error)
+        fault = body.get('error_message') if self.auth is not None else None
+        if isinstance(fault, dict) and isinstance(fault.get('faultstring'),
+                                                  str):
+            # Aetos: Prometheus' own error, or Aetos', in its wrapping (at
+            # another URL, such an answer is no Prometheus': said below)
+            raise PrometheusError('%s rejected %s (HTTP %d): %s' % (
+                self.url, what, response.status_code,
+                fault['faultstring'][:500]))
         if body.get('status') != 'success':
             raise PrometheusError(
                 '%s does not answer like Prometheus (HTTP %d on %s): check '
@@ -376,6 +419,27 @@ def _points(pairs):
         if math.isfinite(time) and math.isfinite(value):
             found.append((time, value))
     return found
+
+
+def _as_subquery(promql, start, end, step):
+    """(query, time, shift): an instant query at time whose points, each
+    shift seconds early, are promql at start, start + step, ... end.
+
+    A subquery's points fall on multiples of its step, so promql is asked
+    at the first multiple at or after end, each point shift (< step) back
+    by the inner last_over_time(...[1ms:1ms] offset), as the guard asks a
+    past time; the range takes every step back to start (one more
+    point where Prometheus 2 closes the range at its start: left out).
+    """
+    ms = max(1, int(round(step * 1000)))
+    last = int(math.ceil(round(end * 1000) / ms)) * ms
+    shift = last - int(round(end * 1000))
+    span = (int(round((end - start) * 1000)) // ms + 1) * ms
+    # Prometheus 2 refuses "offset 0ms"
+    offset = ' offset %dms' % shift if shift else ''
+    query = '(last_over_time((%s)[1ms:1ms]%s))[%dms:%dms]' % (
+        promql, offset, span, ms)
+    return query, last / 1000.0, shift / 1000.0
 
 
 def _time(seconds):

@@ -227,20 +227,22 @@ def load_snapshot(parsed_args, app, effective):
 
 
 def collector(app, effective):
-    """A Collector of the live cloud, with Prometheus if one is set."""
+    """A Collector of the live cloud, with Prometheus (or Aetos) if one is
+    set (or in the catalog)."""
+    conn = open_connection(app, effective)
     return collect.Collector(
-        open_connection(app, effective),
-        metrics=metrics_reader(effective),
+        conn, metrics=metrics_reader(effective, conn=conn),
         history_hours=history_hours(effective),
         retries=effective['cloud.retries'], progress=progress_of(app),
         max_images=effective['cloud.max_images'])
 
 
-def metrics_reader(effective, last_plausible=None):
-    """The Prometheus reader of the settings (None without one), asking
-    what the guard needs: node_exporter's sizes, and Prometheus' figures
-    at the guard's reference time, the last plausible run's (from the
-    metrics file) or guard.since ago."""
+def metrics_reader(effective, last_plausible=None, conn=None):
+    """The Prometheus reader of the settings, or of Aetos in conn's
+    catalog (None without either), asking what the guard needs:
+    node_exporter's sizes, and Prometheus' figures at the guard's
+    reference time, the last plausible run's (from the metrics file) or
+    guard.since ago."""
     limits = guard.limits_of(effective)
     since = effective['guard.since']
     reference = guard.reference(
@@ -248,7 +250,7 @@ def metrics_reader(effective, last_plausible=None):
         if limits.checks & set(guard.COMPARING) else None
     return measure.reader_from_settings(
         effective.section('prometheus'),
-        capacity='capacity' in limits.checks, reference=reference)
+        capacity='capacity' in limits.checks, reference=reference, conn=conn)
 
 
 def examine(snapshot, effective, options, app):
@@ -320,9 +322,12 @@ def check_zones(snapshot, zones, where):
 
 
 def unmeasured(snapshot, effective):
-    """Hypervisors to leave out because they have no metrics, if so set."""
-    if (effective['prometheus.no_metrics'] != 'exclude'
-            or not effective['prometheus.url']):
+    """Hypervisors to leave out because they have no metrics, if so set:
+    metrics were asked of prometheus.url, or of Aetos from the catalog
+    (the snapshot then has the guard's view of them)."""
+    read = effective['prometheus.url'] or (
+        effective['prometheus.url'] is None and snapshot.guard is not None)
+    if effective['prometheus.no_metrics'] != 'exclude' or not read:
         return frozenset()
     return frozenset(h.name for h in snapshot.hypervisors if not h.metrics)
 

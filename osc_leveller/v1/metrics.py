@@ -57,14 +57,16 @@ class MetricsCheck(command.Lister):
         minimum = {'hypervisors': _percent(parsed_args.min_hosts),
                    'running servers': _percent(parsed_args.min_servers)}
         effective = common.settings(parsed_args, self.app)
-        if not effective['prometheus.url']:
+        collector = common.collector(self.app, effective)
+        if collector.metrics is None:
             raise exceptions.CommandError(
                 'no Prometheus to check: set leveller: prometheus: url in '
-                'clouds.yaml, or give --prometheus-url')
-        collector = common.collector(self.app, effective)
+                'clouds.yaml or give --prometheus-url, or register Aetos in '
+                'the catalog (service type metric-storage)')
         document = collector.collect()
         found = collector.coverage
         say = common.StderrWriter(self.app)
+        say('Metrics from %s' % collector.metrics.client.via)
         for line in _lines(found):
             say(line)
         if 'forecast' in document:

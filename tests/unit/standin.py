@@ -480,6 +480,10 @@ class StandIn:
         self.deployment = ''
         # Catalog service types left out (a cloud without Glance: 'image').
         self.not_in_catalog = set()
+        # Aetos in front of its Prometheus: catalog type metric-storage,
+        # a Keystone token on every query, no range queries, and a token
+        # without admin or service sees its own project's series: none.
+        self.aetos = False
         self.max_limit = max_limit
         self.prometheus = prometheus
         self.prometheus_range = None
@@ -833,6 +837,12 @@ class StandIn:
                     self._no_route(req)
                 if service in ('nova', 'placement', 'glance') and route[3]:
                     self._authenticate(req)
+                if service == 'prometheus' and self.aetos:
+                    self._authenticate(req)
+                    if route[0] != '/api/v1/query' and \
+                            not route[0].startswith('/api/v1/label/') or \
+                            req.method != 'GET':
+                        raise _Fail(404, 'The resource could not be found.')
                 if service == 'nova':
                     req.version = _parse_version(
                         _requested_version(req.headers, 'compute',
@@ -1462,8 +1472,10 @@ class StandIn:
                 ('identity', 'keystone', self.url('keystone')),
                 ('compute', 'nova', self.nova_url),
                 ('placement', 'placement', self.placement_url),
-                ('image', 'glance', self.url('glance'))):
-            if service_type in self.not_in_catalog:
+                ('image', 'glance', self.url('glance')),
+                ('metric-storage', 'aetos', self.prometheus_url)):
+            if service_type in self.not_in_catalog or \
+                    service_type == 'metric-storage' and not self.aetos:
                 continue
             entries.append({
                 'id': derived_uuid('service-entry', self.deployment + name),
@@ -2415,6 +2427,8 @@ class StandIn:
             raise _Fail(400, 'invalid parameter "query": 1:1: parse error: '
                         'no expression found in input')
         function = self.prometheus
+        if self.aetos and not {'admin', 'service'} & set(req.token['roles']):
+            function = None  # Aetos adds project="<its id>" to the query
         try:
             samples = function(query) if function else []
         except PromQLError as exc:
@@ -2470,6 +2484,8 @@ class StandIn:
     def _prom_values(self, req, label):
         # Only metric names are asked for, and matched by name only.
         names = self.prometheus_names if label == '__name__' else []
+        if self.aetos and not {'admin', 'service'} & set(req.token['roles']):
+            names = []  # scoped to the token's project, as queries are
         for selector in req.query.get('match[]', ()):
             match = re.fullmatch(r'\{__name__=~"(.*)"\}', selector)
             if match:

@@ -5,7 +5,8 @@ stand-in cloud with secrets planted everywhere an operator puts them (the
 cloud's password in clouds.yaml and on the command line, the Prometheus
 token and password, credentials inside the Prometheus URL in clouds.yaml,
 a --config file and a flag), with --debug and -vv; neither standard output
-nor standard error may contain any of them.
+nor standard error may contain any of them. Read through Aetos, the cloud's
+Keystone token is in neither, nor in the files the commands write.
 """
 
 import os
@@ -122,3 +123,49 @@ class TestDebugOutput(unittest.TestCase):
                                self.cloud.counts.items()
                                if service == 'prometheus'), 0)
         self.assertEqual(0, self.run_shell('leveller', 'score').returncode)
+
+    def test_no_keystone_token_through_aetos(self):
+        # Metrics through Aetos in the catalog, with the cloud's own
+        # token: no prometheus.url, so no Prometheus secret either.
+        self.cloud.aetos = True
+        clouds_yaml = self.cloud.write_clouds_yaml(
+            os.path.join(self.tmp, 'aetos.yaml'), extra={'leveller': {
+                'apply': {
+                    'lock_file': os.path.join(self.tmp, 'apply.lock'),
+                    'journal': os.path.join(self.tmp, 'journal.jsonl')}}})
+        written = [os.path.join(self.tmp, name) for name in (
+            'snapshot.json', 'plan.json', 'leveller.prom')]
+        runs = [
+            ('--debug', 'leveller', 'metrics', 'check'),
+            ('--debug', 'leveller', 'score'),
+            ('-vv', 'leveller', 'plan', '--output-file', written[1]),
+            ('--debug', 'leveller', 'apply', '--dry-run'),
+            ('--debug', 'leveller', 'apply', '--batch', '0', '--metrics-file',
+             written[2]),
+            ('--debug', 'leveller', 'snapshot', '--output-file', written[0]),
+        ]
+        outputs = []
+        for args in runs:
+            result = subprocess.run(
+                [openstack(), '--os-cloud', 'standin'] + list(args),
+                env=self.cloud.shell_env(clouds_yaml), capture_output=True,
+                text=True, timeout=120)
+            self.assertEqual(0, result.returncode, (args, result.stderr))
+            self.assertGreater(len(result.stderr), 1000, args)  # debug on
+            outputs.append((args, result.stdout + result.stderr))
+        self.assertIn('Metrics from Aetos at %s' % self.cloud.prometheus_url,
+                      outputs[0][1])
+        for path in written + [os.path.join(self.tmp, 'journal.jsonl')]:
+            with open(path, encoding='utf-8') as f:
+                outputs.append((path, f.read()))
+        # Every token Keystone issued in these runs, and the password.
+        asked = [r for r in self.cloud.requests if r.service == 'prometheus']
+        tokens = {r.headers.get('X-Auth-Token') for r in asked}
+        self.assertGreater(len(asked), len(runs))
+        self.assertNotIn(None, tokens)
+        tokens |= set(self.cloud._tokens)
+        for where, output in outputs:
+            for secret in tokens | {PASSWORD}:
+                # not assertNotIn: its message would show the output
+                self.assertFalse(secret in output, '%s shows a secret' % (
+                    where,))

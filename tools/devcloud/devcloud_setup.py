@@ -34,6 +34,8 @@ PORTS = {
     'placement': ('placement', os.environ.get('PLACEMENT_PORT', '8778'), ''),
     'image': ('glance', os.environ.get('GLANCE_PORT', '9292'), ''),
     'network': ('neutron', os.environ.get('NEUTRON_PORT', '9696'), ''),
+    # Aetos in front of Prometheus: the leveller finds it here
+    'metric-storage': ('aetos', os.environ.get('AETOS_PORT', '8042'), ''),
 }
 FLAVORS = [('m1.tiny', 1, 512, 1), ('m1.small', 1, 2048, 20),
            ('m1.medium', 2, 4096, 40), ('m1.large', 4, 8192, 80),

@@ -314,8 +314,9 @@ KEYS = (
              'most servers first; the servers of the others move only to '
              'hypervisors as capable as theirs'),
     Key('prometheus.url', URL, None,
-        help='Prometheus base URL; without it load comes from Placement '
-             'allocations',
+        help='Prometheus base URL; without it, Aetos in the catalog '
+             '(metric-storage) with the cloud\'s token if it has one, else '
+             'load comes from Placement allocations',
         flag=Flag('--prometheus-url', 'Read measured load from this '
                   'Prometheus (setting prometheus.url)', '<url>')),
     Key('prometheus.token', TEXT, None, secret=True,

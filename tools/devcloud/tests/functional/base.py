@@ -25,6 +25,7 @@ CODE = pathlib.Path(__file__).resolve().parents[2]
 DEVCLOUD = CODE / 'devcloud'
 SCENARIOS = CODE / 'scenarios'
 PROMETHEUS = 'http://127.0.0.1:%s' % os.environ.get('PROMETHEUS_PORT', '9090')
+AETOS = 'http://127.0.0.1:%s' % os.environ.get('AETOS_PORT', '8042')
 
 
 def scenario(name):
@@ -41,11 +42,13 @@ def devcloud(*args, timeout=900):
     return result.stdout
 
 
-def openstack(*args, parse=True, check=True, timeout=300, env=None):
-    """Run the openstack shell on the devcloud; -f json output parsed."""
+def openstack(*args, parse=True, check=True, timeout=300, env=None,
+              cloud='devcloud'):
+    """Run the openstack shell on the devcloud; -f json output parsed.
+    cloud: another of its clouds.yaml (devcloud-member, devcloud-aetos)."""
     exe = shutil.which('openstack', path=os.path.dirname(sys.executable)) \
         or shutil.which('openstack')
-    command = [exe, '--os-cloud', 'devcloud'] + list(args)
+    command = [exe, '--os-cloud', cloud] + list(args)
     if parse:
         command += ['-f', 'json']
     result = subprocess.run(command, capture_output=True, text=True,
