@@ -643,6 +643,9 @@ def reader_from_settings(settings, capacity=True, reference=None):
     client = prometheus.Client(
         clean, token=settings.get('token'), username=username,
         password=password, ca_bundle=settings.get('ca_bundle'),
+        headers=settings.get('headers'),
+        cert_file=settings.get('cert_file') or None,
+        key_file=settings.get('key_file') or None,
         timeout=settings['timeout'],
         connect_timeout=settings['connect_timeout'],
         retries=settings['retries'],

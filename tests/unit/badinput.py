@@ -873,6 +873,15 @@ _KIND_VALUES = {
                      ('a number', '5'), ('nested lists', '[[a]]'),
                      ('a lone surrogate', '["\\ud800"]'),
                      ('an alias bomb', bomb())],
+    config.HEADERS: [('text', 'X-Scope-OrgID'), ('a list', '[a]'),
+                     ('a name with a blank', '{"X Scope": a}'),
+                     ('a name with a colon', '{"X-A:": a}'),
+                     ('a line break in a value', '{X-A: "a\\r\\nX-B: b"}'),
+                     ('a list as a value', '{X-A: [a]}'),
+                     ('no value', '{X-A: null}'),
+                     ('true as a value', '{X-A: true}'),
+                     ('a lone surrogate', '{X-A: "\\ud800"}'),
+                     ('an alias bomb', bomb())],
 }
 # A file name is text, and not only blanks.
 _KIND_VALUES[config.FILE] = _KIND_VALUES[config.TEXT] + [('blanks', '"  "')]
