@@ -367,7 +367,9 @@ class _Access:
         self.headers = dict(headers or {})
         if token:
             self.headers['Authorization'] = 'Bearer %s' % token
-        self.auth = (username, password or '') if username else None
+        # A token wins over basic auth, as it always has.
+        self.auth = (username, password or '') if username and not token \
+            else None
         self.verify = ca_bundle or None  # None: requests' default
         self.cert = (cert_file, key_file) if key_file else cert_file
 

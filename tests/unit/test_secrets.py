@@ -56,6 +56,13 @@ class TestMask(unittest.TestCase):
         self.assertEqual("Namespace(os_password='******', x='http://h')",
                          masking.mask("Namespace(os_password='pw1', "
                                       "x='http://h')"))
+        # The headers mapping in the cloud configuration osc-lib logs,
+        # however short its values.
+        self.assertEqual(
+            "cfg {'prometheus': {'headers': {'X-Scope-OrgID': '******', "
+            "'X-N': '******'}, 'url': 'http://p'}}",
+            masking.mask("cfg {'prometheus': {'headers': {'X-Scope-OrgID': "
+                         "'t1', 'X-N': 12}, 'url': 'http://p'}}"))
         masking.remember('remembered-secret')
         self.assertEqual('token ****** here',
                          masking.mask('token remembered-secret here'))

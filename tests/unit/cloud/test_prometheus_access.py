@@ -83,6 +83,12 @@ class TestHeaders(unittest.TestCase):
         self.assertEqual(('team-b', '7'), (headers['X-Scope-OrgID'],
                                            headers['X-Other']))
 
+    def test_a_token_wins_over_basic_auth(self):
+        prometheus.Client(self.url, retries=0, token='tok-2', username='ops',
+                          password='pw').query('up')
+        [(headers, _)] = Recorder.seen
+        self.assertEqual('Bearer tok-2', headers['Authorization'])
+
     def test_two_authorizations_are_refused(self):
         with self.assertRaises(prometheus.PrometheusError) as ctx:
             prometheus.Client(self.url, username='ops', headers={
