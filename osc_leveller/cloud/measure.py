@@ -651,7 +651,9 @@ def reader_from_settings(settings, capacity=True, reference=None,
         client = prometheus.Client(
             clean, token=settings.get('token'), username=username,
             password=password, ca_bundle=settings.get('ca_bundle'),
-            **timeouts)
+            headers=settings.get('headers'),
+            cert_file=settings.get('cert_file') or None,
+            key_file=settings.get('key_file') or None, **timeouts)
     else:
         found = aetos.endpoint(conn) if conn is not None and \
             settings.get('url') is None else None

@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import re
+import ssl
 import urllib.parse
 
 import requests
@@ -75,9 +76,11 @@ class Client:
                  ca_bundle=None, timeout=_default('timeout'),
                  retries=_default('retries'),
                  connect_timeout=_default('connect_timeout'),
-                 max_answer_mb=_default('max_answer_mb'),
-                 auth=None, via=None, ranges=True):
-        """auth: an object whose headers() gives each request's
+                 max_answer_mb=_default('max_answer_mb'), headers=None,
+                 cert_file=None, key_file=None, auth=None, via=None,
+                 ranges=True):
+        """headers: extra request headers (prometheus.headers, secret
+        values). auth: an object whose headers() gives each request's
         credentials (cloud/aetos.py's Keystone token). via: how messages
         and metrics check name this endpoint and its credentials. ranges:
         False where the API serves no range queries (Aetos)."""
@@ -99,12 +102,16 @@ class Client:
             total=retries, allowed_methods={'GET'},
             status_forcelist=range(500, 600), raise_on_status=False,
             backoff_factor=BACKOFF, backoff_max=BACKOFF_MOST)
-        self.session = _session(retry, token, username, password, ca_bundle)
+        access = _Access(token, username, password, ca_bundle, headers,
+                         cert_file, key_file)
+        # Given with each request: requests lets REQUESTS_CA_BUNDLE in the
+        # environment win over a session's own.
+        self.verify = access.verify
+        self.session = access.session(retry)
         # A call with a timeout of its own (the forecast's history, the
         # heaviest queries) is not asked again after a read timeout: it
         # would take as long again.
-        self.heavy_session = _session(retry.new(read=False), token, username,
-                                      password, ca_bundle)
+        self.heavy_session = access.session(retry.new(read=False))
 
     def close(self):
         """Closes the connections kept open."""
@@ -201,9 +208,18 @@ class Client:
         try:
             response = session.get(self.url + path, params=params,
                                    headers=headers, timeout=waits,
-                                   stream=True)
+                                   stream=True, verify=self.verify)
+        except requests.exceptions.SSLError as exc:
+            raise PrometheusError(
+                'TLS with Prometheus at %s failed (%s): check leveller: '
+                'prometheus: ca_bundle, cert_file and key_file' % (
+                    self.url, _tls_reason(exc))) from exc
         except requests.RequestException as exc:
             raise _unreached(self.url, exc) from exc
+        except OSError as exc:  # requests' check of the TLS files' paths
+            raise PrometheusError(
+                'cannot use the TLS files of leveller: prometheus: %s' %
+                exc) from exc
         with response:
             if response.status_code >= 500 or response.status_code == 429:
                 raise Unreachable('Prometheus at %s answered HTTP %d' % (
@@ -376,19 +392,40 @@ class _RetriesAtDebug(logging.Filter):
 logging.getLogger('urllib3.connectionpool').addFilter(_RetriesAtDebug())
 
 
-def _session(retry, token, username, password, ca_bundle):
-    """A session retrying as retry says, with the credentials."""
-    session = requests.Session()
-    adapter = requests.adapters.HTTPAdapter(max_retries=retry)
-    session.mount('http://', adapter)
-    session.mount('https://', adapter)
-    if token:
-        session.headers['Authorization'] = 'Bearer %s' % token
-    elif username:
-        session.auth = (username, password or '')
-    if ca_bundle:
-        session.verify = ca_bundle
-    return session
+class _Access:
+    """How every request authenticates: credentials, extra headers (a
+    tenant), and TLS files."""
+
+    def __init__(self, token, username, password, ca_bundle, headers,
+                 cert_file, key_file):
+        names = {name.lower() for name in headers or ()}
+        if 'authorization' in names and (token or username):
+            raise PrometheusError(
+                'leveller: prometheus: headers sets Authorization, and so '
+                'does token or username: keep one of them')
+        if key_file and not cert_file:
+            raise PrometheusError(
+                'leveller: prometheus: key_file is set without cert_file: '
+                'name the client certificate too')
+        self.headers = dict(headers or {})
+        if token:
+            self.headers['Authorization'] = 'Bearer %s' % token
+        # A token wins over basic auth, as it always has.
+        self.auth = (username, password or '') if username and not token \
+            else None
+        self.verify = ca_bundle or None  # None: requests' default
+        self.cert = (cert_file, key_file) if key_file else cert_file
+
+    def session(self, retry):
+        """A session retrying as retry says, with the credentials."""
+        session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(max_retries=retry)
+        session.mount('http://', adapter)
+        session.mount('https://', adapter)
+        session.headers.update(self.headers)
+        session.auth = self.auth
+        session.cert = self.cert
+        return session
 
 
 def _unreached(url, exc):
@@ -401,6 +438,21 @@ def _unreached(url, exc):
         return TimedOut('cannot reach Prometheus at %s: ReadTimeout' % url)
     return Unreachable('cannot reach Prometheus at %s: %s' % (
         url, type(exc).__name__))
+
+
+def _tls_reason(exc):
+    """The TLS library's reason (CERTIFICATE_VERIFY_FAILED, ...), found in
+    the chain of errors urllib3 and requests wrap it in."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ssl.SSLError):
+            return exc.reason or type(exc).__name__
+        inner = getattr(exc, 'reason', None)
+        exc = inner if isinstance(inner, BaseException) else \
+            exc.args[0] if exc.args and isinstance(
+                exc.args[0], BaseException) else exc.__context__
+    return 'SSLError'
 
 
 def _points(pairs):

@@ -3,7 +3,8 @@
 osc-lib and cliff log the command line ("START with options") and the whole
 cloud configuration at debug level, the ``leveller:`` section included.
 Their own masking covers ``password`` and ``token`` keys but not a password
-inside a URL (``https://user:pass@prometheus``) nor the value after
+inside a URL (``https://user:pass@prometheus``), the ``headers`` mapping
+of Prometheus (a tenant, a key of its proxy) nor the value after
 ``--os-password`` on the command line. A log record factory, installed when
 the plugin is loaded (before the shell logs anything), masks those shapes
 and every secret setting value the leveller has read in every record's
@@ -25,6 +26,10 @@ SECRET_OPTION = re.compile(
     r'(?:[ =]|=\')?)'
     # Not the words of a help text: "set --os-password or OS_PASSWORD".
     r'(?!(?:or|and|to|is|env)\b)([^\s\',)]+)')
+# The values of a headers mapping, as a dict's repr or JSON shows them.
+HEADER_VALUES = re.compile(
+    r'''(['"]headers['"]\s*:\s*\{)([^{}]*)(\})''')
+HEADER_VALUE = re.compile(r'''(['"][^'"]*['"]\s*:\s*)(?:'[^']*'|"[^"]*"|[^,}]+)''')
 _known = set()  # secret values read from settings
 _installed = []
 
@@ -38,6 +43,8 @@ def remember(value):
 def mask(text):
     text = URL_PASSWORD.sub(r'\1%s\3' % MASK, text)
     text = SECRET_OPTION.sub(r'\1%s' % MASK, text)
+    text = HEADER_VALUES.sub(lambda m: m.group(1) + HEADER_VALUE.sub(
+        r"\1'%s'" % MASK, m.group(2)) + m.group(3), text)
     for secret in _known:
         if secret in text:
             text = text.replace(secret, MASK)

@@ -902,6 +902,15 @@ _KIND_VALUES = {
                      ('a range that ends before it starts',
                       '["2027-01-04..2026-12-20"]'),
                      ('a date without its range', '["2026-12-20T18:00"]')],
+    config.HEADERS: [('text', 'X-Scope-OrgID'), ('a list', '[a]'),
+                     ('a name with a blank', '{"X Scope": a}'),
+                     ('a name with a colon', '{"X-A:": a}'),
+                     ('a line break in a value', '{X-A: "a\\r\\nX-B: b"}'),
+                     ('a list as a value', '{X-A: [a]}'),
+                     ('no value', '{X-A: null}'),
+                     ('true as a value', '{X-A: true}'),
+                     ('a lone surrogate', '{X-A: "\\ud800"}'),
+                     ('an alias bomb', bomb())],
 }
 # A file name is text, and not only blanks.
 _KIND_VALUES[config.FILE] = _KIND_VALUES[config.TEXT] + [('blanks', '"  "')]

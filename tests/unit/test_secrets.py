@@ -29,8 +29,10 @@ PROM_TOKEN = 'Planted-Prometheus-Token-3'
 URL_PASSWORD = 'Planted-Url-Password-4'
 CONFIG_PASSWORD = 'Planted-Config-Url-Password-5'
 FLAG_PASSWORD = 'Planted-Flag-Url-Password-6'
+PROM_HEADER = 'Planted-Tenant-Header-7'
+CONFIG_HEADER = 'Planted-Config-Header-8'
 SECRETS = (PASSWORD, PROM_PASSWORD, PROM_TOKEN, URL_PASSWORD, CONFIG_PASSWORD,
-           FLAG_PASSWORD)
+           FLAG_PASSWORD, PROM_HEADER, CONFIG_HEADER)
 
 
 def openstack():
@@ -55,6 +57,13 @@ class TestMask(unittest.TestCase):
         self.assertEqual("Namespace(os_password='******', x='http://h')",
                          masking.mask("Namespace(os_password='pw1', "
                                       "x='http://h')"))
+        # The headers mapping in the cloud configuration osc-lib logs,
+        # however short its values.
+        self.assertEqual(
+            "cfg {'prometheus': {'headers': {'X-Scope-OrgID': '******', "
+            "'X-N': '******'}, 'url': 'http://p'}}",
+            masking.mask("cfg {'prometheus': {'headers': {'X-Scope-OrgID': "
+                         "'t1', 'X-N': 12}, 'url': 'http://p'}}"))
         masking.remember('remembered-secret')
         self.assertEqual('token ****** here',
                          masking.mask('token remembered-secret here'))
@@ -77,14 +86,16 @@ class TestDebugOutput(unittest.TestCase):
                 'prometheus': {
                     'url': with_password(self.cloud.prometheus_url,
                                          URL_PASSWORD),
-                    'password': PROM_PASSWORD, 'token': PROM_TOKEN},
+                    'password': PROM_PASSWORD, 'token': PROM_TOKEN,
+                    'headers': {'X-Scope-OrgID': PROM_HEADER}},
                 'apply': {
                     'lock_file': os.path.join(self.tmp, 'apply.lock'),
                     'journal': os.path.join(self.tmp, 'journal.jsonl')}}})
         self.config = os.path.join(self.tmp, 'site.yaml')
         with open(self.config, 'w') as f:
             yaml.safe_dump({'prometheus': {'url': with_password(
-                self.cloud.prometheus_url, CONFIG_PASSWORD)}}, f)
+                self.cloud.prometheus_url, CONFIG_PASSWORD), 'headers': {
+                    'X-Scope-OrgID': CONFIG_HEADER}}}, f)
 
     def run_shell(self, *args):
         result = subprocess.run(
@@ -119,9 +130,9 @@ class TestDebugOutput(unittest.TestCase):
         # The runs did read the cloud and Prometheus, with the credentials.
         self.assertGreater(self.cloud.counts[
             ('nova', 'GET', '/v2.1/servers/detail')], 0)
-        self.assertGreater(sum(n for (service, _, _), n in
-                               self.cloud.counts.items()
-                               if service == 'prometheus'), 0)
+        tenants = {seen.headers.get('X-Scope-OrgID') for seen in
+                   self.cloud.requests if seen.service == 'prometheus'}
+        self.assertEqual({PROM_HEADER, CONFIG_HEADER}, tenants)
         self.assertEqual(0, self.run_shell('leveller', 'score').returncode)
 
     def test_no_keystone_token_through_aetos(self):

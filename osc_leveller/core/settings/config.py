@@ -35,6 +35,10 @@ URL, PATTERN, QUERY = 'URL', 'regular expression', 'PromQL'
 DURATION = 'Prometheus duration'
 TIME_ZONE, WINDOWS = 'time zone', 'list of windows'
 FILE = 'file name'  # empty text: none, unless the key is required
+HEADERS = 'mapping of HTTP headers'
+# An HTTP header's name (RFC 9110's token); its value: no control character.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r'[^\x00-\x1f\x7f]*')
 # What a query may name between braces (measure.Reader fills them in).
 PLACEHOLDERS = ('window', 'label')
 # How a node_exporter target is matched to a hypervisor (cloud/hostmatch.py)
@@ -326,6 +330,18 @@ KEYS = (
         help='Basic-auth password'),
     Key('prometheus.ca_bundle', TEXT, None,
         help='CA bundle file to verify Prometheus\' TLS certificate'),
+    Key('prometheus.cert_file', FILE, None,
+        help='Client certificate (PEM) presented to Prometheus, or to the '
+             'proxy in front of it, for TLS client authentication; it may '
+             'hold the private key too (empty: none)'),
+    Key('prometheus.key_file', FILE, None,
+        help='Private key (PEM, not encrypted) of cert_file, when it is '
+             'not in that file (empty: none)'),
+    Key('prometheus.headers', HEADERS, None, secret=True,
+        help='Extra HTTP headers sent with every request to Prometheus, '
+             'as name: value (the tenant of Thanos or Mimir: '
+             'X-Scope-OrgID: team-a; _ in a name is read as -); their '
+             'values are secrets, shown masked'),
     Key('prometheus.connect_timeout', FLOAT, 5.0, minimum=0, above=True,
         maximum=3600,
         help='Seconds to wait for a connection to Prometheus'),
@@ -549,6 +565,8 @@ def check(key, value, where, flag=False):
         if not isinstance(value, bool):
             raise bad('true or false')
         return value
+    if key.kind == HEADERS:
+        return _headers(value, bad)
     if key.kind in (LIST, WINDOWS):
         items = [value] if isinstance(value, str) else value
         if key.kind == WINDOWS and isinstance(items, (list, tuple)):
@@ -595,6 +613,29 @@ def check(key, value, where, flag=False):
             raise bad('a Prometheus duration up to %gh' % (
                 key.maximum / 3600))
     return value
+
+
+def _headers(value, bad):
+    """{name: value} of HTTP headers; a number (a tenant written bare in
+    YAML) is its text. openstacksdk turns every - of a clouds.yaml key
+    into _, so an _ in a name is read as - (proxies drop names with _)."""
+    if not isinstance(value, dict):
+        raise bad('a mapping of header names to values')
+    headers = {}
+    for name, text in value.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise bad('a mapping of HTTP header names (letters, digits and '
+                      '-) to values, not a header named %s' % errors.quote(
+                          name))
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            text = str(text)
+        if not isinstance(text, str) or not _printable(text) or \
+                not _HEADER_VALUE.fullmatch(text):
+            raise bad('a mapping of header names to values of text without '
+                      'line breaks or control characters, not so for %s' %
+                      name)
+        headers[name.replace('_', '-')] = text
+    return headers
 
 
 def seconds(duration):
@@ -732,10 +773,12 @@ class Settings:
 
     def secrets(self):
         """The secret values in effect: secret keys, URL passwords."""
-        found = [self.values[k.name] for k in KEYS
-                 if k.secret and self.values[k.name]]
+        found = []
         for key in KEYS:
             value = self.values[key.name]
+            if key.secret and value:
+                found.extend(value.values() if key.kind == HEADERS
+                             else [value])
             if key.kind == URL and value:
                 password = urllib.parse.urlsplit(value).password
                 if password:
@@ -752,6 +795,8 @@ class Settings:
 def display(key, value):
     if value is None or key.kind == FILE and not value:
         return None
+    if key.kind == HEADERS:  # the names tell which are set
+        return {name: MASK for name in value}
     if key.secret:
         return MASK
     if key.name == 'prometheus.url':

@@ -79,6 +79,7 @@ class TestFlatten(unittest.TestCase):
                              '0 2 * * 5-1%s' % long, 'Mon %s' % long],
             config.LIST: [long + '\ud800'], config.TEXT: long + '\ud800',
             config.FILE: long + '\ud800',
+            config.HEADERS: [{long + ':': 'x'}, {'X-A': long + '\n'}, long],
             config.BOOL: long, config.INT: long, config.FLOAT: long}
         cases = []
         for key in config.KEYS:
@@ -338,6 +339,29 @@ class TestSettings(unittest.TestCase):
         self.assertNotIn('s3cret', repr(effective.rows()))
         self.assertIsNone(rows['prometheus.ca_bundle'])
         self.assertEqual([k.name for k in config.KEYS], list(rows))
+
+    def test_headers_are_checked_and_their_values_masked(self):
+        # X_Tenant: as openstacksdk hands clouds.yaml's X-Tenant over.
+        effective = settings({'prometheus': {'headers': {
+            'X-Scope-OrgID': 'team-a', 'X_Tenant': 1234}}})
+        self.assertEqual({'X-Scope-OrgID': 'team-a', 'X-Tenant': '1234'},
+                         effective['prometheus.headers'])
+        rows = {name: value for name, value, _ in effective.rows()}
+        self.assertEqual({'X-Scope-OrgID': '******', 'X-Tenant': '******'},
+                         rows['prometheus.headers'])
+        self.assertEqual(['team-a', '1234'], effective.secrets())
+        for bad, message in (
+                ({'X Scope': 'a'}, "not a header named 'X Scope'"),
+                ({'X-A': 'a\r\nX-B: b'}, 'without line breaks'),
+                ({'X-A': True}, 'not so for X-A'),
+                (['X-A: a'], 'a mapping of header names')):
+            with self.subTest(bad), self.assertRaises(
+                    config.ConfigError) as ctx:
+                settings({'prometheus': {'headers': bad}})
+            self.assertIn('prometheus.headers: must be ', str(ctx.exception))
+            self.assertIn(message, str(ctx.exception))
+            self.assertNotIn('b\'', str(ctx.exception))
+            self.assertIn("(got '******')", str(ctx.exception))
 
     def test_url_without_password_is_shown_as_is(self):
         self.assertEqual('http://p:9090', config.mask_url('http://p:9090'))
