@@ -281,13 +281,17 @@ class TestReportCommand(test_commands.CommandTest):
             'Drawn On': "the plan's snapshot", 'Bytes': len(drawn)}, shown)
         self.assertIn('Report written to ' + path, self.app.stderr.getvalue())
 
-    def test_drawn_on_a_later_snapshot_it_says_so(self):
+    def demo_plan(self):
+        """(a plan file of the demo snapshot, that snapshot's document)."""
         saved = os.path.join(self.tmp.name, 'plan.json')
         self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
                                          '--output-file', saved])
         with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
                                '..', 'data', 'demo-snapshot.json')) as f:
-            document = json.load(f)
+            return saved, json.load(f)
+
+    def test_drawn_on_a_later_snapshot_it_says_so(self):
+        saved, document = self.demo_plan()
         document['taken_at'] = '2026-11-20T10:30:00Z'
         later = self.write('later.json', document)
         path = os.path.join(self.tmp.name, 'r.html')
@@ -317,12 +321,7 @@ class TestReportCommand(test_commands.CommandTest):
                       'rules differ', self.app.stderr.getvalue())
 
     def test_drawn_on_the_live_cloud_and_not_on_another(self):
-        saved = os.path.join(self.tmp.name, 'plan.json')
-        self.run_cmd(plan.PlanLeveller, ['--snapshot', 'demo',
-                                         '--output-file', saved])
-        with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
-                               '..', 'data', 'demo-snapshot.json')) as f:
-            document = json.load(f)
+        saved, document = self.demo_plan()
         document['taken_at'] = '2026-11-20T11:00:00Z'
         path = os.path.join(self.tmp.name, 'r.html')
         with self.live(document):
