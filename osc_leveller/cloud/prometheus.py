@@ -166,6 +166,10 @@ class Client:
                                        if low - 0.0005 <= t - shift <=
                                        high + 0.0005])
                              for labels, points in self._matrix(answer, what)]
+                    # As query_range: no series without a point in range
+                    # (a subquery's window reaches past its end).
+                    found = [(labels, points) for labels, points in found
+                             if points]
             except TooManySamples:
                 if first == last:
                     raise

@@ -23,12 +23,15 @@ UP = [({'instance': '10.0.0.11:9100', 'job': 'node'}, 1.0)]
 class AetosFault(http.server.BaseHTTPRequestHandler):
     """Aetos' answer to a query Prometheus rejects (its ClientSideError)."""
 
+    status = 400
+    answer = {'error_message': {
+        'faultcode': 'Client', 'debuginfo': None, 'faultstring':
+        'invalid parameter "query": 1:111: parse error: duration must '
+        'be greater than 0'}}
+
     def do_GET(self):
-        body = json.dumps({'error_message': {
-            'faultcode': 'Client', 'debuginfo': None, 'faultstring':
-            'invalid parameter "query": 1:111: parse error: duration must '
-            'be greater than 0'}}).encode()
-        self.send_response(400)
+        body = json.dumps(self.answer).encode()
+        self.send_response(self.status)
         self.send_header('Content-Type', 'application/json')
         self.send_header('Content-Length', str(len(body)))
         self.end_headers()
@@ -187,6 +190,25 @@ class SubqueryTest(unittest.TestCase):
         # the subquery's points: multiples of 7 s in (at - 35, at]
         points = [at - 7 * k - shift for k in range(5)]
         self.assertEqual([1000, 993, 986, 979, 972], points)
+
+    def test_a_series_without_a_point_in_range_is_left_out(self):
+        # As query_range answers: the subquery's window reaches past the
+        # range's end, where a series may begin (a new hypervisor's).
+        class Matrix(AetosFault):
+            status = 200
+            answer = {'status': 'success', 'data': {
+                'resultType': 'matrix', 'result': [
+                    {'metric': {'i': 'a'}, 'values': [[994, '1'],
+                                                      [1001, '2']]},
+                    {'metric': {'i': 'b'}, 'values': [[1008, '3']]}]}}
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Matrix)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        client = prometheus.Client('http://127.0.0.1:%d' % server.server_port,
+                                   ranges=False)
+        self.assertEqual([({'i': 'a'}, [(993.0, 1.0), (1000.0, 2.0)])],
+                         client.query_range('q', 972, 1000, 7))
 
     def test_fractions_of_a_second(self):
         query, at, shift = prometheus._as_subquery('q', 10.5, 13.0, 2.5)
