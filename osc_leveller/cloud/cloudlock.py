@@ -19,6 +19,7 @@ from openstack import exceptions as sdk_exc
 
 NAME = 'osc-leveller-apply-lock'
 HOLDER, UNTIL = 'osc_leveller_holder', 'osc_leveller_until'
+TIME = '%Y-%m-%dT%H:%M:%SZ'  # UNTIL's, in UTC
 UTC = datetime.timezone.utc
 ERRORS = (sdk_exc.SDKException, ksa_exc.ClientException)
 
@@ -61,7 +62,7 @@ class CloudLock:
             if until is not None and until > self.now():
                 raise Held('another controller\'s run holds the cloud lock '
                            '(Nova aggregate %s) until %s: %s' % (
-                               NAME, until.strftime('%Y-%m-%dT%H:%M:%SZ'),
+                               NAME, text(until),
                                held.get('metadata', {}).get(HOLDER) or
                                'its holder is not recorded yet'))
             self._delete(held['id'])
@@ -145,7 +146,7 @@ class CloudLock:
         try:
             response = self.compute.post(
                 '/os-aggregates/%s/action' % self.id, json={'set_metadata': {
-                    'metadata': {HOLDER: self.holder, UNTIL: _text(until)}}})
+                    'metadata': {HOLDER: self.holder, UNTIL: text(until)}}})
             sdk_exc.raise_from_response(response)
         except ERRORS as exc:
             raise LockError('cannot keep the cloud lock (Nova aggregate '
@@ -174,11 +175,11 @@ def _checked(found):
 def _until(aggregate, length):
     """When the lock ends: its recorded time, else (its holder died before
     recording it) its creation plus one interval; None if unreadable."""
-    text = (aggregate.get('metadata') or {}).get(UNTIL)
-    if isinstance(text, str):
+    recorded = (aggregate.get('metadata') or {}).get(UNTIL)
+    if isinstance(recorded, str):
         try:
-            return datetime.datetime.strptime(
-                text, '%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=UTC)
+            return datetime.datetime.strptime(recorded, TIME).replace(
+                tzinfo=UTC)
         except ValueError:
             return None
     created = aggregate.get('created_at')
@@ -191,8 +192,9 @@ def _until(aggregate, length):
     return None
 
 
-def _text(when):
-    return when.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')
+def text(when):
+    """A time as the lock records it."""
+    return when.astimezone(UTC).strftime(TIME)
 
 
 def _why(exc):

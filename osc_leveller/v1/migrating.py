@@ -373,8 +373,8 @@ def _cloud_lock(conn, seconds, run_id, journal):
         raise Refused(str(exc)) from exc
     except cloudlock.LockError as exc:
         raise exceptions.CommandError(str(exc)) from exc
-    journal('cloud-lock', aggregate=cloudlock.NAME, until=lock.until.strftime(
-        '%Y-%m-%dT%H:%M:%SZ'))
+    journal('cloud-lock', aggregate=cloudlock.NAME,
+            until=cloudlock.text(lock.until))
     return lock
 
 
