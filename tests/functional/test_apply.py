@@ -253,10 +253,16 @@ class TestApplyGuards(ApplyTestCase):
             os.makedirs(self.path(name))
             configs.append(self.path(name + '/leveller.yaml'))
             with open(configs[-1], 'w') as f:
-                yaml.safe_dump({'apply': {
-                    'journal': self.path(name + '/journal.jsonl'),
-                    'lock_file': self.path(name + '/apply.lock'),
-                    'poll_interval': 0.5, 'cloud_lock': '10m'}}, f)
+                # A move whatever the class's earlier tests moved: no
+                # threshold, no cooldown.
+                yaml.safe_dump({'threshold': 0, 'cooldown': 0,
+                                'cooldown_max': 0, 'apply': {
+                                    'journal': self.path(
+                                        name + '/journal.jsonl'),
+                                    'lock_file': self.path(
+                                        name + '/apply.lock'),
+                                    'poll_interval': 0.5,
+                                    'cloud_lock': '10m'}}, f)
         self.addCleanup(self.remove_cloud_lock)
         exe = os.path.join(os.path.dirname(sys.executable), 'openstack')
         runs = [subprocess.Popen(
