@@ -5,6 +5,7 @@ HTTP API, openstacksdk), all on 127.0.0.1; nothing of the plugin. Run them
 with `devcloud check` or `tox -e functional`.
 """
 
+import fcntl
 import json
 import os
 import pathlib
@@ -20,6 +21,34 @@ import urllib.request
 import yaml
 
 from devcloud import devcloud_retry
+
+
+def _take_a_devcloud():
+    """Under `devcloud run --clouds N` (DEVCLOUD_SLOTS), this process takes
+    one of the N devclouds: the first whose slot file it can lock, held
+    until it exits, and its environment (ports, clouds.yaml, DEVCLOUD_HOME,
+    a HOME of its own) becomes this process'. Before anything below reads
+    the environment; so N test processes at once never share a cloud."""
+    slots = os.environ.get('DEVCLOUD_SLOTS')
+    if not slots:
+        return
+    for path in sorted(pathlib.Path(slots).glob('*.env')):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _TAKEN.append(fd)  # the lock lives as long as the process
+        os.environ.update(line.split('=', 1) for line in
+                          path.read_text().splitlines() if '=' in line)
+        return
+    raise RuntimeError('every devcloud of %s is taken: more test processes '
+                       'than devcloud run --clouds started' % slots)
+
+
+_TAKEN = []
+_take_a_devcloud()
 
 CODE = pathlib.Path(__file__).resolve().parents[2]
 DEVCLOUD = CODE / 'devcloud'
