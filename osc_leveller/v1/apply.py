@@ -44,14 +44,10 @@ class ApplyLeveller(migrating.MigratingCommand):
             help='Plan saved by "openstack leveller plan --output-file"; '
                  'without it, plan now with the options below (cron mode)')
         common.add_planner_options(parser, snapshot=False)
-        parser.add_argument(
-            '--placement-plan', action='store_true', default=False,
-            help='The plan file is a path to a target placement (made by '
-                 '"openstack leveller plan --target-placement"): run its '
-                 'moves as the operator\'s, without the cooldown and '
-                 'without asking that each evens out the load; every other '
-                 'check still holds. Without this flag such a plan is '
-                 'refused')
+        for kind in kinds.asking():  # --placement-plan
+            flag, _, text = kind.asks
+            parser.add_argument(flag, action='store_true', default=False,
+                                help=text)
         parser.add_argument(
             '--cold-migrate-stopped', action='store_true', default=False,
             help='With a plan made by "openstack leveller plan --free-hosts '
@@ -77,8 +73,9 @@ class ApplyLeveller(migrating.MigratingCommand):
     def take_action(self, parsed_args):
         effective = self.effective = common.settings(parsed_args, self.app)
         self.check_files(parsed_args, effective)
-        plan = _read_plan(common.given(parsed_args, 'plan_file'),
-                          parsed_args.placement_plan)
+        plan = _read_plan(common.given(parsed_args, 'plan_file'), [
+            kind for kind in kinds.asking() if getattr(
+                parsed_args, kind.asks[0].lstrip('-').replace('-', '_'))])
         self.kind = _kind(parsed_args, plan)
         _check_disable_freed(parsed_args, plan)
         # The windows hold the runs that plan for themselves (cron); an
@@ -161,25 +158,27 @@ class ApplyLeveller(migrating.MigratingCommand):
         return COLUMNS, migrating.rows(run.results)
 
 
-def _read_plan(path, placement):
-    """The plan file's plan; a target placement only when the operator said
-    so on the command line, since it runs without two of the checks."""
+def _read_plan(path, told):
+    """The plan file's plan. A kind that runs without a check of balancing
+    (a target placement's path: two of them) runs only when the operator
+    said so on the command line, by its flag; told: the kinds whose flag
+    was given."""
     if path is None:
-        if placement:
+        if told:
             raise exceptions.CommandError(
-                '--placement-plan needs the plan file to run')
+                '%s needs the plan file to run' % told[0].asks[0])
         return None
     plan = plan_mod.read(path)
     kind = kinds.of(plan.kind)
-    if kind.asks and not placement:
-        flag, why = kind.asks
+    for other in told:
+        if other is not kind:
+            raise exceptions.CommandError('%s: %s is a %s plan, not %s' % (
+                other.asks[0], path, kind.name, other.title))
+    if kind.asks and kind not in told:
+        flag, why, _ = kind.asks
         raise exceptions.CommandError(
             '%s is %s (kind %s): %s; run it with %s if that is what you '
             'want' % (path, kind.title, kind.name, why, flag))
-    if placement and kind is not kinds.PLACEMENT:
-        raise exceptions.CommandError(
-            '--placement-plan: %s is a %s plan, not %s' % (
-                path, kind.name, kinds.PLACEMENT.title))
     return plan
 
 

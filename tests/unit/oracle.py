@@ -141,10 +141,18 @@ def plan_problem(document):
         if problem:
             return problem
     kind = document.get('kind', 'balance')
-    if kind not in ('balance', 'placement'):  # what plan files may carry
+    if kind not in PLAN_KINDS:
         return 'kind %r' % kind
     return chain_problem(document['moves'], kind) or \
         exchange_problem(document['moves'], kind)
+
+
+# What plan files may carry, as the user guide's plan format states it on
+# 2026-12-07: whether a server may move again (parking on the way) and
+# whether two may trade places.
+PLAN_KINDS = {'balance': (False, True), 'placement': (True, False),
+              'make-room': (False, False), 'free-hosts': (False, False),
+              'spread': (False, False)}
 
 
 def chain_problem(moves, kind):
@@ -158,7 +166,7 @@ def chain_problem(moves, kind):
         if last is None:
             continue
         label = move.get('exchange', '')
-        if kind != 'placement' and not (
+        if not PLAN_KINDS[kind][0] and not (
                 label and label == last.get('exchange', '')):
             return 'moves[%d]: server moved twice' % index
         if last['destination'] != move['source']:
@@ -176,7 +184,7 @@ def exchange_problem(moves, kind):
     labelled = {}
     for move in moves:
         if move.get('exchange'):
-            if kind != 'balance':
+            if not PLAN_KINDS[kind][1]:
                 return 'an exchange in a %s plan' % kind
             labelled.setdefault(move['exchange'], []).append(move)
     for label, group in labelled.items():

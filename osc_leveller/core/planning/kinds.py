@@ -33,7 +33,8 @@ class Kind:
     repeats: bool = False
     exchanges: bool = False  # servers may trade places (core/planning/exchanges.py)
     # What a plan of this kind is, and what apply must be told to run a
-    # file of it, when it skips a check of balancing: (flag, why).
+    # file of it, when it skips a check of balancing: (flag, why, help);
+    # apply offers the flag (v1/apply.py).
     title: str = 'a plan'
     asks: tuple = ()
     heading: str = 'Plan'  # of plan's summary line
@@ -95,7 +96,12 @@ PLACEMENT = declare(Kind(
     repeats=True, title='a path to a target placement',
     heading='Path to the target placement',
     asks=('--placement-plan', 'its moves need not even out the load and '
-          'are not held by the cooldown'),
+          'are not held by the cooldown',
+          'The plan file is a path to a target placement (made by '
+          '"openstack leveller plan --target-placement"): run its moves as '
+          'the operator\'s, without the cooldown and without asking that '
+          'each evens out the load; every other check still holds. Without '
+          'this flag such a plan is refused'),
     goal=lambda options: 'servers to the hypervisors a target placement '
     'names'))
 DRAIN_COLD = declare(Kind(
@@ -139,6 +145,12 @@ SPREAD = declare(Kind(
 def saved():
     """The names a plan file's kind may have."""
     return [kind.name for kind in BY_NAME.values() if kind.saved]
+
+
+def asking():
+    """The kinds a plan file may have that apply runs only when told so by
+    their flag (asks)."""
+    return [kind for kind in BY_NAME.values() if kind.saved and kind.asks]
 
 
 def of(name):

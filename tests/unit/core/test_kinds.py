@@ -13,6 +13,7 @@ from osc_leveller.core.planning import plan as plan_mod
 from osc_leveller.core.rules import checks
 from osc_leveller.core.rules import policy
 from osc_leveller.core.run import executor
+from tests.unit import oracle
 from tests.unit.core import test_executor as te
 from tests.unit.core import test_planned_load as loads
 
@@ -74,6 +75,13 @@ class TestRegistry(unittest.TestCase):
                      'BALANCE'):
             with self.assertRaises(kinds.UnknownKind):
                 kinds.of(name)
+
+    def test_the_tamper_tests_oracle_states_every_saved_kind(self):
+        # The oracle states plan files' rules on its own (it must not read
+        # them from the code it judges): a new kind is stated there too.
+        self.assertEqual({name: (kinds.of(name).repeats,
+                                 kinds.of(name).exchanges)
+                          for name in kinds.saved()}, oracle.PLAN_KINDS)
 
     def test_a_kind_is_declared_once(self):
         with self.assertRaisesRegex(ValueError, 'declared twice'):

@@ -874,6 +874,36 @@ class TestApplyPlacement(SimulatedNovaTest):
             '--placement-plan needs the plan file')
         self.assertEqual([], self.nova.calls)
 
+    def test_a_kind_that_asks_brings_its_own_flag(self):
+        # A goal of its own that skips checks of balancing, as a target
+        # placement does: its declaration alone gives apply the flag that
+        # runs a file of it, and the others' flags do not.
+        shuffle = kinds.declare(dataclasses.replace(
+            kinds.PLACEMENT, name='shuffle', title='a shuffle',
+            asks=('--shuffle-plan', 'it shuffles', 'Run a shuffle plan')))
+        self.addCleanup(kinds.BY_NAME.pop, shuffle.name)
+        self.nova = test_executor.FakeNova(
+            [b.hypervisor('hv%d' % i, ram_gb=32) for i in (1, 2, 3)],
+            [b.server('a', 'hv1', ram_gb=8), b.server('b', 'hv2', ram_gb=8)],
+            polls=1)
+        document = plan_mod.to_document(paths.make_plan(
+            self.nova.snapshot(), {'id-a': 'hv2', 'id-b': 'hv1'},
+            core_options.PlannerOptions()))
+        document['kind'] = shuffle.name
+        path = self.write('plan.json', json.dumps(document))
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [path],
+            '%s is a shuffle (kind shuffle): it shuffles; run it with '
+            '--shuffle-plan' % path)
+        self.assert_command_error(
+            apply_cmd.ApplyLeveller, [path, '--placement-plan'],
+            '--placement-plan: %s is a shuffle plan, not a path to a '
+            'target placement' % path)
+        self.assertEqual([], self.nova.calls)
+        code, out, err = self.apply([path, '--shuffle-plan', '-f', 'json'])
+        self.assertEqual(apply_cmd.EXIT_DONE, code, err)
+        self.assertEqual({'done'}, {r['Status'] for r in json.loads(out)})
+
     def test_placement_moves_keep_the_project_scope(self):
         self.nova = test_executor.FakeNova(
             [b.hypervisor('hv%d' % i, ram_gb=32) for i in (1, 2, 3)],
