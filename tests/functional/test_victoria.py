@@ -157,13 +157,19 @@ def last_sample_age(url, at):
         'query': 'timestamp(node_memory_MemTotal_bytes)', 'time': at}))
     assert status == 200, body
     # The targets up in Prometheus now: a hypervisor the scenario removed
-    # keeps its last sample in VictoriaMetrics for its lookback.
+    # keeps its last sample in VictoriaMetrics for its lookback, under its
+    # own address, or under the one a new hypervisor took since: of an
+    # address, its newest series.
     _, up = get(PROMETHEUS + '/api/v1/query?' + urllib.parse.urlencode({
         'query': 'up == 1'}))
     live = {item['metric'].get('instance') for item in up['data']['result']}
-    return max(at - float(item['value'][1])
-               for item in body['data']['result']
-               if item['metric'].get('instance') in live)
+    newest = {}
+    for item in body['data']['result']:
+        instance = item['metric'].get('instance')
+        if instance in live:
+            newest[instance] = max(newest.get(instance, 0.0),
+                                   float(item['value'][1]))
+    return max(at - when for when in newest.values())
 
 
 @unittest.skipUnless(os.path.exists('/usr/bin/victoria-metrics'),
