@@ -185,7 +185,9 @@ class _Room:
             self.short(h.name).get(model.VCPU, 0), h.name))[:CANDIDATES]
         best, why_not = None, {}
         for hyp in ranked:
-            found = self._clearing(hyp.name)
+            found = self._clearing(hyp.name, best and best[0])
+            if found is None:  # cannot cost less than the best
+                continue
             if isinstance(found, str):
                 why_not[hyp.name] = found
                 continue
@@ -200,9 +202,12 @@ class _Room:
             self._move(server, dest, name)
         self.kept[name] += 1
 
-    def _clearing(self, name):
+    def _clearing(self, name, bound=None):
         """([(server, destination)], state) clearing room for one more new
-        server on the hypervisor, or why it cannot be."""
+        server on the hypervisor, or why it cannot be; None when it cannot
+        cost less than bound (moves, GiB, hypervisor): no set of its
+        servers is placed that could not win (the sets of a size are
+        tried the lightest first)."""
         short = self.short(name)
         here = [s for s in self.snapshot.servers
                 if self.state.host_of(s.id) == name]
@@ -226,6 +231,8 @@ class _Room:
             for rc, amount in short.items())
         looked, failed = 0, None
         for size in range(lower, len(movable) + 1):
+            if bound and size > bound[0]:
+                return None
             sets = []
             for chosen in itertools.combinations(movable, size):
                 looked += 1
@@ -236,6 +243,9 @@ class _Room:
             sets.sort(key=lambda c: (sum(s.ram_gb for s in c),
                                      sorted(s.id for s in c)))
             for tried, chosen in enumerate(sets, start=1):
+                if bound and (size, sum(s.ram_gb for s in chosen),
+                              name) > bound:
+                    return None
                 placed = self._place(chosen, name)
                 if not isinstance(placed, str):
                     return placed

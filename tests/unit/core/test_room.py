@@ -6,8 +6,11 @@ import dataclasses
 import os
 import tempfile
 import unittest
+from unittest import mock
 
+from benchmarks import generate
 from osc_leveller.core.model import model
+from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import context
 from osc_leveller.core.planning import kinds
 from osc_leveller.core.planning import plan as plan_mod
@@ -187,3 +190,42 @@ class TestParse(unittest.TestCase):
                     ':2', 'lv.huge:1.5', 'lv.huge:99999'):
             with self.assertRaises(ValueError, msg=bad):
                 room.parse(bad)
+
+
+class TestTheCheapestClearing(unittest.TestCase):
+    """A hypervisor that cannot cost less than the best found so far is not
+    searched through (make-room at 100 hypervisors took 7.4 s for one new
+    server, 0.5 s so); the plans are those of the search through all."""
+
+    def test_the_same_plans_as_searching_every_candidate(self):
+        whole = room._Room._clearing
+
+        def unbounded(search, name, bound=None):
+            return whole(search, name)
+
+        # (hypervisors, servers, seed, flavor size, new servers beyond
+        # those that fit): plans of 2 to 3 moves
+        for hosts, servers, seed, (vcpus, ram_gb), more in (
+                (12, 150, 1, (24, 256), 2), (12, 150, 1, (16, 128), 3),
+                (12, 150, 2, (16, 128), 3), (16, 200, 1, (24, 256), 1)):
+            snap = snapshot_io.parse(generate.generate(hosts, servers, seed))
+            flavor = next(s.flavor for s in snap.servers if (
+                s.flavor.vcpus, round(s.ram_gb)) == (vcpus, ram_gb))
+            options = opts.PlannerOptions(now=snap.taken_at)
+            planning = context.Context(snap, options, kinds.MAKE_ROOM.load)
+            search = room._Room(planning, room.Ask(flavor, 1))
+            fit = sum(max(0, int(min(
+                free // search.need[rc]
+                for rc, free in search.free(h.name).items())))
+                for h in search.hosts)
+            for count in (fit + more,):
+                ask = room.Ask(flavor, count)
+                bounded = room.make_plan(snap, ask, options)
+                with mock.patch.object(room._Room, '_clearing', unbounded):
+                    searched = room.make_plan(snap, ask, options)
+                self.assertGreaterEqual(len(bounded.moves), 2)
+                self.assertEqual(
+                    [(m.server_id, m.destination, m.reason)
+                     for m in bounded.moves],
+                    [(m.server_id, m.destination, m.reason)
+                     for m in searched.moves])
