@@ -128,6 +128,7 @@ class _Room:
         self.waves = plan_mod.Waves()
         self.refused = {}  # hypervisor -> why no new server goes there
         self.hosts = []
+        self.order = {s.id: i for i, s in enumerate(self.snapshot.servers)}
         new = stand_in(ask.flavor, ask.zone)
         for hyp in self.snapshot.hypervisors:
             why = self._static(new, hyp)
@@ -209,8 +210,7 @@ class _Room:
         servers is placed that could not win (the sets of a size are
         tried the lightest first)."""
         short = self.short(name)
-        here = [s for s in self.snapshot.servers
-                if self.state.host_of(s.id) == name]
+        here = self._servers_on(name)
         movable, stay = [], []
         for server in here:
             why = self.policy.why_not(server, self.rules) if \
@@ -253,6 +253,17 @@ class _Room:
                 if tried >= EXACT_SETS:
                     return self._greedy(movable, short, name)
         return failed
+
+    def _servers_on(self, name):
+        """The servers on the hypervisor now, in the snapshot's order (the
+        order the sets of them are tried in)."""
+        state = self.state
+        found = {s.id: s for s in self.snapshot.servers_on(name)}
+        found.update((server_id, self.snapshot.server(server_id))
+                     for server_id, _, dest in state.history if dest == name)
+        return sorted((s for s in found.values()
+                       if state.host_of(s.id) == name),
+                      key=lambda s: self.order[s.id])
 
     def _greedy(self, movable, short, name):
         """Largest first until enough is freed: the placed servers, or why
