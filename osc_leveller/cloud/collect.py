@@ -261,6 +261,10 @@ class Collector:
 
     def collect(self, now=None):
         """The snapshot document; CollectError when the cloud cannot be read."""
+        with snapshot.no_gc():  # 3.3 of 13.6 s of CPU at 50,000 servers
+            return self._collect(now)
+
+    def _collect(self, now):
         now = now or datetime.datetime.now(datetime.timezone.utc)
         compute_services, hyps = self._read_hypervisors()
         providers = self._read_providers()

@@ -25,6 +25,7 @@ from osc_leveller.cloud import collect
 from osc_leveller.cloud import document as document_mod
 from osc_leveller.cloud import glance
 from osc_leveller.cloud import prometheus
+from osc_leveller.core.model import snapshot
 
 # Seconds a Prometheus answer serves the re-checks of later moves.
 MEASURED_MAX_AGE = 60.0
@@ -37,6 +38,11 @@ def refresh(collector, document, server_ids, hypervisors, now=None):
     and destinations. `document` itself is not changed. A hypervisor gone
     from Nova or Placement is left out, as a full read leaves it out.
     """
+    with snapshot.no_gc():  # a new document of every server
+        return _refresh(collector, document, server_ids, hypervisors, now)
+
+
+def _refresh(collector, document, server_ids, hypervisors, now):
     now = now or datetime.datetime.now(datetime.timezone.utc)
     read = _Reader(collector)
     moving = sorted(set(server_ids))

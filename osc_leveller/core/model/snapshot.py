@@ -45,7 +45,7 @@ def load(ref, max_mb=files.MAX_MB):
             'demo-snapshot.json').read_text(encoding='utf-8')
         return parse(json.loads(text), origin='the demo snapshot')
     try:
-        with _no_gc():
+        with no_gc():
             document, strict = files.read_json(ref, 'snapshot file', max_mb)
     except files.TooLarge as exc:
         raise SnapshotError('%s: loading it takes about seven times its size '
@@ -64,7 +64,7 @@ def parse(document, origin='snapshot', strict=False):
 
     strict: read by a strict JSON reader (see validation.validate).
     """
-    with _no_gc():
+    with no_gc():
         schema = 'snapshot-v1'
         if isinstance(document, dict) and 'format' not in document and \
                 watcher_cluster.looks_like(document):
@@ -98,10 +98,11 @@ def parse(document, origin='snapshot', strict=False):
 
 
 @contextlib.contextmanager
-def _no_gc():
-    """Loading makes millions of objects and no reference cycles: the
-    cyclic garbage collector, run every few hundred allocations, would
-    walk them again and again (half the time of loading)."""
+def no_gc():
+    """Loading (and reading the cloud, cloud/collect.py) makes millions of
+    objects and no reference cycles: the cyclic garbage collector, run
+    every few hundred allocations, would walk them again and again (half
+    the time of loading, a quarter of the CPU of a read)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
