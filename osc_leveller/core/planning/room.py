@@ -169,15 +169,21 @@ class _Room:
                 for left in [self.free(name, state)[rc]] if left < amount}
 
     def run(self):
-        while sum(self.kept.values()) < self.ask.count:
+        left = self.ask.count
+        while left > 0:
             fits = [h for h in self.hosts if not self.short(h.name)]
-            if fits:  # the tightest fit keeps the larger holes
-                best = min(fits, key=lambda h: (
-                    self.free(h.name)[model.MEMORY_MB]
-                    if model.MEMORY_MB in self.need else 0, h.name))
-                self.kept[best.name] += 1
+            if not fits:
+                self._clear_one()
+                left -= 1
                 continue
-            self._clear_one()
+            # The tightest fit keeps the larger holes. It stays the
+            # tightest as it fills, so each is filled in turn.
+            for hyp in sorted(fits, key=lambda h: (
+                    self.free(h.name)[model.MEMORY_MB]
+                    if model.MEMORY_MB in self.need else 0, h.name)):
+                while left > 0 and not self.short(hyp.name):
+                    self.kept[hyp.name] += 1
+                    left -= 1
         return self.moves
 
     def _clear_one(self):
