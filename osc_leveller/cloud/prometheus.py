@@ -22,6 +22,7 @@ import re
 import ssl
 import urllib.parse
 
+import orjson
 import requests
 import requests.adapters
 import urllib3
@@ -260,10 +261,13 @@ class Client:
     def _body(self, answer, what):
         """The JSON body of a successful answer; errors say what failed."""
         response, content = answer
-        try:
-            body = json.loads(content.decode('utf-8'))
-        except (ValueError, RecursionError):  # not JSON, or nested silly
-            body = None
+        try:  # orjson: several times as fast on 50,000 servers' series
+            body = orjson.loads(content)
+        except orjson.JSONDecodeError:  # what it refuses, read as before
+            try:
+                body = json.loads(content.decode('utf-8'))
+            except (ValueError, RecursionError):  # not JSON, or nested silly
+                body = None
         if not isinstance(body, dict):
             body = {}
         if response.status_code in (401, 403):
