@@ -12,6 +12,7 @@ medians of --repeat plans in this process, the snapshot parsed once.
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import sys
@@ -103,8 +104,9 @@ def main(argv=None):
                 if made is None:
                     what = ['-', '-', '-', 'cut after %d s' % args.limit]
                 elif isinstance(made, str):
-                    what = ['-', '-', '-', 'no room: ' + made.split(
-                        ': ', 1)[-1][:60]]
+                    limit = re.search(r'(\w+) limits', made)
+                    what = ['-', '-', '-', 'no room: %s limits' % (
+                        limit.group(1) if limit else made[:60])]
                 else:
                     what = [len(made.moves),
                             round(sum(m.ram_gb for m in made.moves)),
