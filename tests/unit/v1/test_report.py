@@ -201,8 +201,27 @@ class TestReportInBrowser(test_commands.CommandTest):
 
     def test_a_large_domain_folded_as_chromium_renders_it(self):
         snap, _, the_plan = core_test.large_plan()
-        cluster = self.write('cluster.json', generate.generate(
-            240, 6000, seed=4))
+        drawn = self.folded_in_browser(
+            snap, the_plan, generate.generate(240, 6000, seed=4))
+        sizes = {len(d.hosts) > report_data.FOLD_ABOVE
+                 for d in drawn.domains}
+        self.assertEqual({True, False}, sizes)  # folded and whole ones
+
+    def test_a_cloud_of_1000_hypervisors_as_chromium_renders_it(self):
+        # 8 domains of 119 to 136 hypervisors, every one folded
+        cluster = generate.generate(1000, 50000, seed=1)
+        snap = snapshot_io.parse(cluster)
+        the_plan = planner.make_plan(snap, core_options.PlannerOptions())
+        drawn = self.folded_in_browser(snap, the_plan, cluster)
+        self.assertEqual(8, len(drawn.domains))
+        self.assertTrue(all(len(d.hosts) > report_data.FOLD_ABOVE
+                            for d in drawn.domains))
+
+    def folded_in_browser(self, snap, the_plan, cluster):
+        """The report of a saved plan as chromium draws it: each domain of
+        more than FOLD_ABOVE hypervisors folded, the others whole; the
+        report's data, for more checks."""
+        cluster = self.write('cluster.json', cluster)
         saved = self.write('plan.json', plan_mod.dumps(the_plan))
         path = os.path.join(self.tmp.name, 'large.html')
         self.run_cmd(report.ReportLeveller, [
@@ -213,9 +232,6 @@ class TestReportInBrowser(test_commands.CommandTest):
         self.assertGreater(os.path.getsize(shot), 100 * 1024)
         drawn = report_data.of_plan(snap, the_plan,
                                     core_options.PlannerOptions())
-        sizes = {len(d.hosts) > report_data.FOLD_ABOVE
-                 for d in drawn.domains}
-        self.assertEqual({True, False}, sizes)  # folded and whole ones
         for domain in drawn.domains:
             name = domain.name
             by_score = [h.hypervisor for h in domain.hosts]
@@ -257,6 +273,7 @@ class TestReportInBrowser(test_commands.CommandTest):
                     if a['data-server'] == move.server_id])
         for tag in ('script', 'link', 'img', 'iframe', 'object'):
             self.assertEqual([], page.find(tag), tag)
+        return drawn
 
 
 class TestReportCommand(test_commands.CommandTest):
