@@ -3,7 +3,6 @@ cannot be read, named after the read that failed."""
 
 import contextlib
 
-import orjson
 import requests
 from keystoneauth1 import exceptions as ksa_exc
 from openstack import exceptions as sdk_exc
@@ -15,17 +14,6 @@ MESSAGE = 300  # characters of a service's error text that messages quote
 
 class CollectError(errors.LevellerError):
     """The cloud cannot be read; the message says what to do."""
-
-
-def decoded(response):
-    """response.json(), by orjson where it can: Nova's pages of servers
-    decode several times as fast. What orjson refuses (not UTF-8, NaN,
-    numbers past 64 bits, nesting past 1,024) goes to response.json() as
-    before, which reads it or raises as before."""
-    try:
-        return orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        return response.json()
 
 
 @contextlib.contextmanager

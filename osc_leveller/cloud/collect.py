@@ -74,7 +74,7 @@ def _body(proxy, url, key, kind, retries=RETRIES, **kwargs):
     """The body of a GET, checked to hold a kind (list or dict) at key."""
     response = proxy.get(url, connect_retries=retries, **kwargs)
     sdk_exc.raise_from_response(response)
-    body = answers.decoded(response)
+    body = response.json()
     if not isinstance(body, dict) or not isinstance(body.get(key), kind):
         raise TypeError('expected an object with a %s "%s", got %s' % (
             kind.__name__, key, answers.short(json.dumps(body)[:80])))
