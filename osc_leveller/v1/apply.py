@@ -46,8 +46,8 @@ class ApplyLeveller(migrating.MigratingCommand):
         common.add_planner_options(parser, snapshot=False)
         for kind in kinds.asking():  # --placement-plan
             flag, _, text = kind.asks
-            parser.add_argument(flag, action='store_true', default=False,
-                                help=text)
+            parser.add_argument(flag, action='append_const', dest='told',
+                                const=kind, help=text)
         parser.add_argument(
             '--cold-migrate-stopped', action='store_true', default=False,
             help='With a plan made by "openstack leveller plan --free-hosts '
@@ -73,9 +73,8 @@ class ApplyLeveller(migrating.MigratingCommand):
     def take_action(self, parsed_args):
         effective = self.effective = common.settings(parsed_args, self.app)
         self.check_files(parsed_args, effective)
-        plan = _read_plan(common.given(parsed_args, 'plan_file'), [
-            kind for kind in kinds.asking() if getattr(
-                parsed_args, kind.asks[0].lstrip('-').replace('-', '_'))])
+        plan = _read_plan(common.given(parsed_args, 'plan_file'),
+                          getattr(parsed_args, 'told', None) or [])
         self.kind = _kind(parsed_args, plan)
         _check_disable_freed(parsed_args, plan)
         # The windows hold the runs that plan for themselves (cron); an
