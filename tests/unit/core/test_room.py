@@ -9,6 +9,7 @@ import unittest
 from unittest import mock
 
 from benchmarks import generate
+from benchmarks import room_time
 from osc_leveller.core.model import model
 from osc_leveller.core.model import snapshot as snapshot_io
 from osc_leveller.core.planning import context
@@ -209,23 +210,15 @@ class TestTheCheapestClearing(unittest.TestCase):
                 (12, 150, 1, (24, 256), 2), (12, 150, 1, (16, 128), 3),
                 (12, 150, 2, (16, 128), 3), (16, 200, 1, (24, 256), 1)):
             snap = snapshot_io.parse(generate.generate(hosts, servers, seed))
-            flavor = next(s.flavor for s in snap.servers if (
-                s.flavor.vcpus, round(s.ram_gb)) == (vcpus, ram_gb))
+            flavor = room_time.largest(snap, vcpus, ram_gb)
             options = opts.PlannerOptions(now=snap.taken_at)
-            planning = context.Context(snap, options, kinds.MAKE_ROOM.load)
-            search = room._Room(planning, room.Ask(flavor, 1))
-            fit = sum(max(0, int(min(
-                free // search.need[rc]
-                for rc, free in search.free(h.name).items())))
-                for h in search.hosts)
-            for count in (fit + more,):
-                ask = room.Ask(flavor, count)
-                bounded = room.make_plan(snap, ask, options)
-                with mock.patch.object(room._Room, '_clearing', unbounded):
-                    searched = room.make_plan(snap, ask, options)
-                self.assertGreaterEqual(len(bounded.moves), 2)
-                self.assertEqual(
-                    [(m.server_id, m.destination, m.reason)
-                     for m in bounded.moves],
-                    [(m.server_id, m.destination, m.reason)
-                     for m in searched.moves])
+            ask = room.Ask(flavor, room_time.fit(snap, flavor, options) + more)
+            bounded = room.make_plan(snap, ask, options)
+            with mock.patch.object(room._Room, '_clearing', unbounded):
+                searched = room.make_plan(snap, ask, options)
+            self.assertGreaterEqual(len(bounded.moves), 2)
+            self.assertEqual(
+                [(m.server_id, m.destination, m.reason)
+                 for m in bounded.moves],
+                [(m.server_id, m.destination, m.reason)
+                 for m in searched.moves])
