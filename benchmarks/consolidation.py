@@ -407,10 +407,8 @@ def bench(hosts, servers, seed, milp_hosts):
                         else 'not in this checkout'))
         moves, seconds, status = watcher(path)
         rows.append(row('watcher', snap, moves, seconds, status))
-        # The leveller freeing no fewer than Watcher's audit as Nova runs
-        # it: the GiB the same result costs.
-        # And one more than Watcher: where the GiB of freeing more stay
-        # at or under Watcher's.
+        # The leveller freeing as many as Watcher's audit as Nova runs it,
+        # and one more: the GiB the same result costs, and a better one.
         if moves is not None:
             freed_by_watcher = rows[-1]['run']
             for name, target in (('as many as', freed_by_watcher),
@@ -460,6 +458,14 @@ def table(results):
     return '\n'.join(lines)
 
 
+def _by_n(row):
+    """A cell of the leveller with --free-hosts N: freed (GiB, N=...), or
+    why there is none ('no N'; '-' where the run had no such row)."""
+    if row and 'freed' in row:
+        return '%d (%d GiB, %s)' % (row['run'], row['gib'], row['status'])
+    return row['status'] if row else '-'
+
+
 def summary(run, tablefmt='github'):
     """One line per cluster of a run's results (--json), as the benchmark
     pages show it: freed as Nova runs it / freed with every rule kept."""
@@ -485,10 +491,7 @@ def summary(run, tablefmt='github'):
             '%d (%d GiB)' % (stay['freed'], stay['gib']),
             '%d / %d (%d GiB, %d refused)' % (
                 one['run'], one['kept'], one['gib'], one['infeasible']),
-            '%d (%d GiB, %s)' % (same['run'], same['gib'], same['status'])
-            if same and 'freed' in same else '-',
-            '%d (%d GiB, %s)' % (more['run'], more['gib'], more['status'])
-            if more and 'freed' in more else more and more['status'] or '-',
+            _by_n(same), _by_n(more),
             '%d / %d (%d GiB, %d refused)' % (
                 per_az['run'], per_az['kept'], per_az['gib'],
                 per_az['infeasible']),
