@@ -46,7 +46,7 @@ class Actions:
             conn, history_hours=history_hours, metrics=metrics,
             retries=retries, progress=progress, max_images=max_images)
         self.retries = retries
-        self.document = None  # the last one read
+        self.document = self.snap = None  # the last one read, parsed
 
     def snapshot(self, moves=None):
         """The cloud now, as the core model.
@@ -58,15 +58,19 @@ class Actions:
         try:
             if moves is None or self.document is None:
                 document = self.collector.collect()
+                before = None
             else:
                 document = refresh.refresh(
                     self.collector, self.document,
                     [m.server_id for m in moves],
                     {h for m in moves for h in (m.source, m.destination)})
-            snap = snapshot_io.parse(document, origin='the cloud')
+                # What refresh kept is parsed already.
+                before = self.document, self.snap
+            snap = snapshot_io.parse(document, origin='the cloud',
+                                     before=before)
         except (collect.CollectError, snapshot_io.SnapshotError) as exc:
             raise executor.ActionError(str(exc)) from exc
-        self.document = document
+        self.document, self.snap = document, snap
         return snap
 
     def live_migrate(self, server_id, host):

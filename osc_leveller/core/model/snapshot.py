@@ -59,10 +59,15 @@ def load(ref, max_mb=files.MAX_MB):
     return parse(document, origin=ref, strict=strict)
 
 
-def parse(document, origin='snapshot', strict=False):
+def parse(document, origin='snapshot', strict=False, before=None):
     """A Snapshot from a decoded JSON document of either known format.
 
     strict: read by a strict JSON reader (see validation.validate).
+    before: (an earlier document, its Snapshot) that this one was made from
+    by putting new entries in place of some (cloud/refresh.py): the
+    hypervisors and servers that are the earlier document's very objects
+    keep their model objects and are not validated again, so a re-check
+    at 250,000 servers builds what it read, not the whole cloud.
     """
     with no_gc():
         schema = 'snapshot-v1'
@@ -87,14 +92,50 @@ def parse(document, origin='snapshot', strict=False):
                 '%s has format %r; this osc-leveller reads %r' % (
                     origin, document['format'], FORMAT))
         try:
+            kept = _kept(document, before) if schema and before else None
             if schema:
-                validation.validate(document, schema, strict)
-            return _build(document)
+                _validate(document, schema, strict, kept)
+            return _build(document, kept)
         except validation.ValidationError as exc:
             raise SnapshotError('%s: %s' % (origin, exc)) from exc
         except RecursionError:
             raise SnapshotError('%s is nested too deeply to be a snapshot'
                                 % origin) from None
+
+
+def _validate(document, schema, strict, kept):
+    """validation.validate of the entries not kept (the schema checks each
+    entry alone); a failure names its place in the whole document."""
+    if kept is None:
+        return validation.validate(document, schema, strict)
+    try:
+        validation.validate(dict(document, **{
+            section: [e for i, e in enumerate(document[section])
+                      if i not in kept[section]]
+            for section in ('hypervisors', 'servers')}), schema, strict)
+    except validation.ValidationError:
+        validation.validate(document, schema, strict)
+        raise
+
+
+def _kept(document, before):
+    """{section: {index: model object}} of the hypervisors and servers
+    that are the very entries of the earlier document (alive with it, so
+    an id is theirs alone); 'images': the earlier Images by id."""
+    earlier, snap = before
+    images = {id(s.image): s.image for s in snap.servers}
+    found = {'images': {image.id: image for image in images.values()
+                        if image is not None}}
+    for section in ('hypervisors', 'servers'):
+        entries = document.get(section)
+        if not isinstance(entries, list):
+            found[section] = {}
+            continue
+        known = {id(e): m for e, m in zip(earlier[section],
+                                          getattr(snap, section))}
+        found[section] = {i: known[id(e)] for i, e in enumerate(entries)
+                          if id(e) in known}
+    return found
 
 
 @contextlib.contextmanager
@@ -181,9 +222,11 @@ def flavor_resources(flavor, boot_from_volume):
     return {rc: amount for rc, amount in wanted.items() if amount > 0}
 
 
-def _build(doc):
+def _build(doc, kept=None):
+    kept = kept or {'hypervisors': {}, 'servers': {}, 'images': {}}
+    old = kept['hypervisors']
     hypervisors = tuple(
-        _hypervisor(h, 'hypervisors[%d]' % i)
+        old[i] if i in old else _hypervisor(h, 'hypervisors[%d]' % i)
         for i, h in enumerate(doc['hypervisors']))
     names = set()
     for i, hyp in enumerate(hypervisors):
@@ -192,10 +235,13 @@ def _build(doc):
                 'hypervisors[%d].name' % i, 'duplicate hypervisor %r' % hyp.name)
         names.add(hyp.name)
     flavors = {}
-    images = _images(doc.get('images'))
+    images = _images(doc.get('images'), kept['images'])
+    old = kept['servers']
     try:
-        servers = tuple(_server(data, flavors, images)
-                        for data in doc['servers'])
+        servers = tuple(
+            old[i] if i in old and old[i].image is _server_image(data, images)
+            else _server(data, flavors, images)
+            for i, data in enumerate(doc['servers']))
     except _BadImage:
         _find_bad_image(doc['servers'], images)
     ids = {server.id for server in servers}
@@ -297,23 +343,32 @@ BOOT_VOLUME = model.Image(why='booted from a volume: Nova takes its image '
 NO_IMAGE = model.Image(why='no image recorded')
 
 
-def _images(data):
+def _images(data, earlier):
     """{image id: model.Image} of a document's images section, None when
     it has none (images not recorded). An image recorded as null, or
-    whose properties are null, has unknown properties."""
+    whose properties are null, has unknown properties. An image as it was
+    in earlier ({id: Image}) is that object: one per image (Images compare
+    by identity), and the servers kept from before still have theirs."""
     if data is None:
         return None
     found = {}
     for image_id, raw in data.items():
         raw = raw or {}
         props = raw.get('properties')
-        found[image_id] = model.Image(
+        image = model.Image(
             id=image_id, name=raw.get('name') or '',
             disk_format=raw.get('disk_format') or '',
             properties=None if props is None else
             model.frozen_mapping(props),
             why=raw.get('why') or ('' if props is not None else 'not read'))
+        was = earlier.get(image_id)
+        found[image_id] = was if was is not None and all(
+            getattr(was, f) == getattr(image, f) for f in _IMAGE_FIELDS) \
+            else image
     return found
+
+
+_IMAGE_FIELDS = ('id', 'name', 'disk_format', 'properties', 'why')
 
 
 def _server_image(data, images):

@@ -160,6 +160,100 @@ class TestFlavorResources(unittest.TestCase):
                                          False))
 
 
+class TestParseOnTheEarlier(unittest.TestCase):
+    """parse(document, before=(earlier, its snapshot)), as apply's
+    re-check parses a document refresh made from the one before: what
+    is new is validated and built, the rest kept as it was."""
+
+    def setUp(self):
+        with open(os.path.join(os.path.dirname(snapshot_io.__file__), '..',
+                               '..', 'data', 'demo-snapshot.json')) as f:
+            doc = json.load(f)
+        doc['images'] = {
+            'img-a': {'name': 'a', 'disk_format': 'raw',
+                      'properties': {'hw_architecture': 'x86_64'}},
+            'img-b': {'name': 'b', 'disk_format': 'qcow2',
+                      'properties': None}}
+        for i, server in enumerate(doc['servers']):
+            server['image'] = ('img-a', 'img-b')[i % 2]
+        # As a live read records them: Placement's usages.
+        for entry, hyp in zip(doc['hypervisors'],
+                              snapshot_io.parse(doc).hypervisors):
+            entry['usages'] = dict(hyp.usages)
+        self.earlier = doc
+        self.snap = snapshot_io.parse(doc)
+
+    def refreshed(self, names):
+        """The earlier document with the entries of these hypervisors
+        and of their servers new objects, as refresh puts them in."""
+        doc = self.earlier
+        return dict(doc, hypervisors=[
+            copy.deepcopy(h) if h['name'] in names else h
+            for h in doc['hypervisors']], servers=[
+            copy.deepcopy(s) if s['hypervisor'] in names else s
+            for s in doc['servers']])
+
+    def assertParsedAlike(self, doc):
+        again = snapshot_io.parse(doc, before=(self.earlier, self.snap))
+        whole = snapshot_io.parse(doc)
+        self.assertEqual(snapshot_io.to_document(whole),
+                         snapshot_io.to_document(again))
+        # Images compare by identity: one object per image.
+        self.assertEqual(len(doc['images']),
+                         len({id(s.image) for s in again.servers}))
+        return again
+
+    def test_what_was_not_read_again_is_the_earlier_model(self):
+        names = {h['name'] for h in self.earlier['hypervisors'][:2]}
+        doc = self.refreshed(names)
+        moving = next(s for s in doc['servers'] if s['hypervisor'] in names)
+        moving['hypervisor'] = self.earlier['hypervisors'][5]['name']
+        doc['hypervisors'][0]['usages']['MEMORY_MB'] += 1024
+        doc['servers'].remove(next(
+            s for s in doc['servers'] if s['hypervisor'] in names))
+        added = dict(moving, id='a-new-server', name='new')
+        doc['servers'].append(added)
+        again = self.assertParsedAlike(doc)
+        before = {s.id: s for s in self.snap.servers}
+        for server, entry in zip(again.servers, doc['servers']):
+            if entry['hypervisor'] in names or entry is added or \
+                    entry is moving:
+                self.assertIsNot(before.get(server.id), server)
+            else:
+                self.assertIs(before[server.id], server)
+        self.assertIs(self.snap.hypervisors[2], again.hypervisors[2])
+        self.assertIsNot(self.snap.hypervisors[0], again.hypervisors[0])
+        self.assertEqual(moving['hypervisor'],
+                         again.server(moving['id']).hypervisor)
+
+    def test_an_image_read_again_reaches_every_server_of_it(self):
+        doc = dict(self.refreshed(set()), images=dict(
+            self.earlier['images'], **{'img-b': {
+                'name': 'b', 'disk_format': 'qcow2',
+                'properties': {'hw_architecture': 'aarch64'}}}))
+        again = self.assertParsedAlike(doc)
+        for server in again.servers:
+            self.assertEqual(server.image.id == 'img-b',
+                             server.image.known and server.image.properties[
+                                 'hw_architecture'] == 'aarch64')
+
+    def test_a_bad_new_entry_is_named_in_the_whole_document(self):
+        doc = self.refreshed({self.earlier['hypervisors'][3]['name']})
+        index = next(i for i, s in enumerate(doc['servers'])
+                     if s['hypervisor'] == doc['hypervisors'][3]['name'])
+        doc['servers'][index]['locked'] = 'no'
+        with self.assertRaisesRegex(snapshot_io.SnapshotError,
+                                    r'servers\[%d\]\.locked' % index):
+            snapshot_io.parse(doc, before=(self.earlier, self.snap))
+
+    def test_a_duplicate_of_a_kept_server_is_refused(self):
+        doc = self.refreshed(set())
+        doc['servers'].append(dict(doc['servers'][0]))
+        with self.assertRaisesRegex(snapshot_io.SnapshotError,
+                                    'duplicate server'):
+            snapshot_io.parse(doc, before=(self.earlier, self.snap))
+
+
 class TestBadSnapshots(unittest.TestCase):
     def assert_error(self, document, *fragments):
         with self.assertRaises(snapshot_io.SnapshotError) as ctx:
