@@ -135,6 +135,24 @@ class TestDebugOutput(unittest.TestCase):
         self.assertEqual({PROM_HEADER, CONFIG_HEADER}, tenants)
         self.assertEqual(0, self.run_shell('leveller', 'score').returncode)
 
+    def test_no_netrc_credentials_to_openstack(self):
+        # requests would send a .netrc's login for the API's host to Nova
+        # and Placement, which take tokens.
+        netrc = os.path.join(self.tmp, 'netrc')
+        with open(netrc, 'w') as f:
+            f.write('machine 127.0.0.1 login ops password %s\n' % PASSWORD)
+        os.chmod(netrc, 0o600)
+        env = dict(self.cloud.shell_env(self.clouds_yaml), NETRC=netrc)
+        result = subprocess.run(
+            [openstack(), '--os-cloud', 'standin', 'leveller', 'score'],
+            env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(0, result.returncode, result.stderr)
+        asked = [seen for seen in self.cloud.requests
+                 if seen.service in ('nova', 'placement')]
+        self.assertGreater(len(asked), 5)
+        self.assertEqual([], [(seen.service, seen.path) for seen in asked
+                              if 'Authorization' in seen.headers])
+
     def test_no_keystone_token_through_aetos(self):
         # Metrics through Aetos in the catalog, with the cloud's own
         # token: no prometheus.url, so no Prometheus secret either.
