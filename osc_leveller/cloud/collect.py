@@ -82,8 +82,9 @@ def _body(proxy, url, key, kind, retries=RETRIES, **kwargs):
 
 
 def _pages(proxy, url, key, retries=RETRIES, params=None, on_page=None,
-           **kwargs):
-    """Every item of a list Nova pages with next links ('<key>_links').
+           keep=None, **kwargs):
+    """Every item of a list Nova pages with next links ('<key>_links'),
+    each cut to what keep(item) returns, if given.
 
     The next link's marker is sent to our own endpoint, not to the host the
     link names (a proxy may name one we cannot reach). A marker or a page
@@ -101,7 +102,7 @@ def _pages(proxy, url, key, retries=RETRIES, params=None, on_page=None,
             raise ValueError('paging loops: the page after marker %s repeats '
                              '%s already read' % (params.get('marker'), key))
         ids.update(new)
-        items.extend(page)
+        items.extend(page if keep is None else map(keep, page))
         if on_page is not None:
             on_page(len(page))
         marker = _next_marker(body, key)
@@ -189,7 +190,7 @@ def servers(compute, version, retries=RETRIES, on_page=None, **query):
     """Servers of every project, with details (of a node, with node=...)."""
     return _pages(compute, '/servers/detail', 'servers', retries,
                   params=dict(query, all_tenants=1), microversion=version,
-                  on_page=on_page)
+                  on_page=on_page, keep=document_mod.used_of_server)
 
 
 def flavors(compute, retries=RETRIES):

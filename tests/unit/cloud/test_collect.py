@@ -31,6 +31,7 @@ import requests
 
 from osc_leveller.cloud import collect
 from osc_leveller.cloud import document as document_mod
+from osc_leveller.cloud import glance
 from osc_leveller.cloud import hostmatch
 from osc_leveller.cloud import measure
 from osc_leveller.core.model import model
@@ -460,6 +461,43 @@ class TestCollect(unittest.TestCase):
         s1 = snap.server('s1')
         self.assertEqual(('hv01', 'ACTIVE'), (s1.hypervisor, s1.status))
         self.assertEqual('migrating', snap.server('s0').task_state)
+
+    def test_a_page_of_servers_keeps_what_the_document_reads(self):
+        # Nova 2.96's view of a server, every field the document reads
+        # set to something other than its default.
+        full = {
+            'id': 's1', 'name': 'vm-1', 'tenant_id': 'p1', 'user_id': 'u1',
+            'status': 'ACTIVE', 'OS-EXT-STS:task_state': 'migrating',
+            'OS-EXT-STS:vm_state': 'active', 'OS-EXT-STS:power_state': 1,
+            'OS-EXT-SRV-ATTR:host': 'c1',
+            'OS-EXT-SRV-ATTR:hypervisor_hostname': 'hv1.example',
+            'OS-EXT-SRV-ATTR:instance_name': 'instance-0001',
+            'OS-EXT-SRV-ATTR:user_data': 'I2Nsb3VkLWNvbmZpZw==',
+            'OS-EXT-AZ:availability_zone': 'az1', 'hostId': 'h' * 56,
+            'locked': True, 'locked_reason': 'ops', 'metadata': {'k': 1},
+            'tags': ['gold'], 'pinned_availability_zone': 'az1',
+            'flavor': {'original_name': 'big', 'vcpus': 8, 'ram': 8192,
+                       'disk': 80, 'ephemeral': 0, 'swap': 0,
+                       'extra_specs': {'pci_passthrough:alias': 'gpu:1'}},
+            'image': {'id': 'img-1', 'links': [{'rel': 'bookmark',
+                                                'href': '/images/img-1'}]},
+            'addresses': {'net': [{'addr': '10.0.0.5', 'version': 4}]},
+            'security_groups': [{'name': 'default'}],
+            'os-extended-volumes:volumes_attached': [{'id': 'v1'}],
+            'links': [{'rel': 'self', 'href': '/servers/s1'}],
+            'created': '2026-12-01T00:00:00Z', 'progress': 0}
+        cut = document_mod.used_of_server(full)
+        self.assertEqual(document_mod.server_doc(full, ['rp-c'], {
+            'hv1.example': {'VCPU': 8}}), document_mod.server_doc(
+                cut, ['rp-c'], {'hv1.example': {'VCPU': 8}}))
+        self.assertEqual('img-1', glance.image_id(cut))
+        self.assertEqual({'id': 'img-1'}, cut['image'])
+        self.assertLessEqual(set(cut), set(document_mod.SERVER_FIELDS))
+        for key in full:
+            if key not in document_mod.SERVER_FIELDS:
+                changed = dict(full, **{key: 'other'})
+                self.assertEqual(document_mod.server_doc(full),
+                                 document_mod.server_doc(changed), key)
 
     def test_server_groups_of_every_project(self):
         document = run(cloud(2, groups=3))
