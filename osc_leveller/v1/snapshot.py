@@ -35,19 +35,23 @@ class SnapshotLeveller(outputs.StdoutCommand, command.ShowOne):
                       read=outputs.read_files(parsed_args),
                       follow=effective[outputs.FOLLOW])
         document = common.read_cloud(self.app, effective)
+        # Checked as any snapshot file is read; only its counts are kept,
+        # so that the model is not held while the file is written.
         snap = snapshot_io.parse(document, origin='the cloud')
+        note = snap.source.get('note')
+        counts = (len(snap.hypervisors), len(snap.servers),
+                  len(snap.server_groups), len(snap.migrations))
+        del snap
         say = common.StderrWriter(self.app)
-        if snap.source.get('note'):
-            say('Note: %s' % snap.source['note'])
+        if note:
+            say('Note: %s' % note)
         outputs.write(self.app, path, files.dump_json(document, WHAT, path),
                       WHAT, effective[outputs.FOLLOW])
         if path == outputs.STDOUT:
             say('Snapshot of %s and %s taken at %s written to standard '
-                'output' % (common.plural(len(snap.hypervisors), 'hypervisor'),
-                            common.plural(len(snap.servers), 'server'),
+                'output' % (common.plural(counts[0], 'hypervisor'),
+                            common.plural(counts[1], 'server'),
                             document['taken_at']))
         return (('File', 'Taken At', 'Hypervisors', 'Servers',
                  'Server Groups', 'Migrations'),
-                (path, document['taken_at'], len(snap.hypervisors),
-                 len(snap.servers), len(snap.server_groups),
-                 len(snap.migrations)))
+                (path, document['taken_at']) + counts)
