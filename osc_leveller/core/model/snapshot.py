@@ -121,11 +121,10 @@ def _validate(document, schema, strict, kept):
 def _kept(document, before):
     """{section: {index: model object}} of the hypervisors and servers
     that are the very entries of the earlier document (alive with it, so
-    an id is theirs alone); 'images': the earlier Images by id."""
+    an id is theirs alone); 'images': the earlier Images by id (None if
+    it had none, or they are not known)."""
     earlier, snap = before
-    images = {id(s.image): s.image for s in snap.servers}
-    found = {'images': {image.id: image for image in images.values()
-                        if image is not None}}
+    found = {'images': getattr(snap, '_images', None)}
     for section in ('hypervisors', 'servers'):
         entries = document.get(section)
         if not isinstance(entries, list):
@@ -223,7 +222,7 @@ def flavor_resources(flavor, boot_from_volume):
 
 
 def _build(doc, kept=None):
-    kept = kept or {'hypervisors': {}, 'servers': {}, 'images': {}}
+    kept = kept or {'hypervisors': {}, 'servers': {}, 'images': None}
     old = kept['hypervisors']
     hypervisors = tuple(
         old[i] if i in old else _hypervisor(h, 'hypervisors[%d]' % i)
@@ -238,10 +237,14 @@ def _build(doc, kept=None):
     images = _images(doc.get('images'), kept['images'])
     old = kept['servers']
     try:
-        servers = tuple(
-            old[i] if i in old and old[i].image is _server_image(data, images)
-            else _server(data, flavors, images)
-            for i, data in enumerate(doc['servers']))
+        earlier = kept['images']
+        if images is None or earlier is None or any(
+                images.get(key) is not image for key, image in earlier.items()):
+            # An image changed or went: the servers of it are built again.
+            old = {i: server for i, server in old.items() if server.image
+                   is _server_image(doc['servers'][i], images)}
+        servers = tuple(old[i] if i in old else _server(data, flavors, images)
+                        for i, data in enumerate(doc['servers']))
     except _BadImage:
         _find_bad_image(doc['servers'], images)
     ids = {server.id for server in servers}
@@ -253,7 +256,7 @@ def _build(doc, kept=None):
     migrations = tuple(
         _migration(m, 'migrations[%d]' % i)
         for i, m in enumerate(doc.get('migrations', ())))
-    return model.Snapshot(
+    snap = model.Snapshot(
         hypervisors=hypervisors,
         servers=servers,
         server_groups=groups,
@@ -265,6 +268,9 @@ def _build(doc, kept=None):
         else None,
         guard=_guard(doc['guard'], names) if doc.get('guard') else None,
     )
+    # What a parse on this one (before=) starts from: its Image objects.
+    object.__setattr__(snap, '_images', images)
+    return snap
 
 
 def _forecast(data, names):
@@ -361,7 +367,7 @@ def _images(data, earlier):
             properties=None if props is None else
             model.frozen_mapping(props),
             why=raw.get('why') or ('' if props is not None else 'not read'))
-        was = earlier.get(image_id)
+        was = (earlier or {}).get(image_id)
         found[image_id] = was if was is not None and all(
             getattr(was, f) == getattr(image, f) for f in _IMAGE_FIELDS) \
             else image

@@ -237,6 +237,27 @@ class TestParseOnTheEarlier(unittest.TestCase):
                              server.image.known and server.image.properties[
                                  'hw_architecture'] == 'aarch64')
 
+    def test_an_image_gone_from_the_images_is_refused(self):
+        doc = dict(self.refreshed(set()), images={
+            'img-a': self.earlier['images']['img-a']})
+        with self.assertRaisesRegex(snapshot_io.SnapshotError,
+                                    "image 'img-b' is not in"):
+            snapshot_io.parse(doc, before=(self.earlier, self.snap))
+
+    def test_images_recorded_now_and_not_before(self):
+        earlier = dict(self.earlier)
+        del earlier['images']
+        earlier['servers'] = [{k: v for k, v in entry.items()
+                               if k != 'image'} for entry in earlier['servers']]
+        self.earlier, self.snap = earlier, snapshot_io.parse(earlier)
+        doc = dict(self.refreshed(set()), images={})
+        again = snapshot_io.parse(doc, before=(self.earlier, self.snap))
+        self.assertEqual(snapshot_io.to_document(snapshot_io.parse(doc)),
+                         snapshot_io.to_document(again))
+        self.assertIsNone(self.snap.servers[0].image)
+        self.assertIn(again.servers[0].image,
+                      (snapshot_io.NO_IMAGE, snapshot_io.BOOT_VOLUME))
+
     def test_a_bad_new_entry_is_named_in_the_whole_document(self):
         doc = self.refreshed({self.earlier['hypervisors'][3]['name']})
         index = next(i for i, s in enumerate(doc['servers'])
