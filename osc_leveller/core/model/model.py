@@ -379,6 +379,13 @@ class Snapshot:
         object.__setattr__(
             self, '_servers_on', {k: tuple(v) for k, v in by_host.items()})
 
+    def well_formed(self):
+        """Every server's id its own and its hypervisor one of ours, as
+        the indexes show: a duplicate id is one key for two servers, an
+        unknown hypervisor a key of its own."""
+        return len(self._servers) == len(self.servers) and \
+            len(self._servers_on) == len(self._hypervisors)
+
     def hypervisor(self, name):
         return self._hypervisors.get(name)
 

@@ -120,20 +120,39 @@ def _validate(document, schema, strict, kept):
 
 def _kept(document, before):
     """{section: {index: model object}} of the hypervisors and servers
-    that are the very entries of the earlier document (alive with it, so
-    an id is theirs alone); 'images': the earlier Images by id (None if
-    it had none, or they are not known)."""
+    that are the very entries of the earlier document; 'images': the
+    earlier Images by id (None if it had none, or they are not known)."""
     earlier, snap = before
     found = {'images': getattr(snap, '_images', None)}
     for section in ('hypervisors', 'servers'):
         entries = document.get(section)
-        if not isinstance(entries, list):
-            found[section] = {}
+        found[section] = _same_entries(entries, earlier[section],
+                                       getattr(snap, section)) \
+            if isinstance(entries, list) else {}
+    return found
+
+
+# How far past a dropped run of earlier entries a kept one is looked for.
+LOOK_AHEAD = 1000
+
+
+def _same_entries(entries, earlier, models):
+    """{index in entries: model} of the entries that are, by identity,
+    entries of earlier (models: theirs, in order). refresh keeps the
+    earlier entries in their order, drops a few and puts new ones in: one
+    walk finds them. An entry found past LOOK_AHEAD dropped ones is taken
+    for new and built again: slower, never wrong."""
+    found, j, end = {}, 0, len(earlier)
+    for i, entry in enumerate(entries):
+        if j < end and entry is earlier[j]:
+            found[i] = models[j]
+            j += 1
             continue
-        known = {id(e): m for e, m in zip(earlier[section],
-                                          getattr(snap, section))}
-        found[section] = {i: known[id(e)] for i, e in enumerate(entries)
-                          if id(e) in known}
+        for k in range(j + 1, min(j + LOOK_AHEAD, end)):
+            if entry is earlier[k]:
+                found[i] = models[k]
+                j = k + 1
+                break
     return found
 
 
@@ -247,10 +266,6 @@ def _build(doc, kept=None):
                         for i, data in enumerate(doc['servers']))
     except _BadImage:
         _find_bad_image(doc['servers'], images)
-    ids = {server.id for server in servers}
-    if len(ids) < len(servers) or not names.issuperset(
-            server.hypervisor for server in servers):
-        _find_bad_server(servers, names)
     hypervisors = _fill_usages(hypervisors, servers, doc['hypervisors'])
     groups = tuple(_server_group(g) for g in doc.get('server_groups', ()))
     migrations = tuple(
@@ -268,6 +283,8 @@ def _build(doc, kept=None):
         else None,
         guard=_guard(doc['guard'], names) if doc.get('guard') else None,
     )
+    if not snap.well_formed():
+        _find_bad_server(servers, names)
     # What a parse on this one (before=) starts from: its Image objects.
     object.__setattr__(snap, '_images', images)
     return snap

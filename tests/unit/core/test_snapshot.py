@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import unittest
+from unittest import mock
 
 from osc_leveller.core.model import model
 from osc_leveller.core.model import snapshot as snapshot_io
@@ -236,6 +237,19 @@ class TestParseOnTheEarlier(unittest.TestCase):
             self.assertEqual(server.image.id == 'img-b',
                              server.image.known and server.image.properties[
                                  'hw_architecture'] == 'aarch64')
+
+    def test_kept_entries_past_a_long_run_dropped(self):
+        doc = self.refreshed(set())
+        del doc['servers'][10:20]
+        with mock.patch.object(snapshot_io, 'LOOK_AHEAD', 5):
+            again = self.assertParsedAlike(doc)
+        # Past the look-ahead they are built again, alike.
+        self.assertIs(self.snap.servers[9], again.servers[9])
+        self.assertIsNot(self.snap.servers[20], again.servers[10])
+        with mock.patch.object(snapshot_io, 'LOOK_AHEAD', 20):
+            again = self.assertParsedAlike(doc)
+        self.assertIs(self.snap.servers[20], again.servers[10])
+        self.assertIs(self.snap.servers[-1], again.servers[-1])
 
     def test_an_image_gone_from_the_images_is_refused(self):
         doc = dict(self.refreshed(set()), images={
