@@ -64,11 +64,16 @@ def _refresh(collector, document, server_ids, hypervisors, now):
                 gone_groups.add(group['id'])
             else:
                 groups.append(fresh)
-    known = {s['id'] for s in document['servers']}
-    alone = set(moving)
-    alone.update(s['id'] for s in document['servers']
-                 if s['hypervisor'] in names)
-    alone.update(m for g in groups for m in g['members'] if m not in known)
+    # The servers of the re-read hypervisors and the members of the
+    # groups that the document does not have, in one pass over it.
+    alone, members = set(moving), {m for g in groups for m in g['members']}
+    unknown = set(members)
+    for server in document['servers']:
+        if server['hypervisor'] in names:
+            alone.add(server['id'])
+        if members:
+            unknown.discard(server['id'])
+    alone.update(unknown)
     elsewhere = {sid: read.server(sid) for sid in sorted(alone - set(on))}
     # Nova's scheduler counts a member of a strict anti-affinity group on a
     # host it left, or was tried on, a moment ago (core/rules/filters.py
@@ -115,16 +120,11 @@ def _merge(document, part, names, elsewhere, gone_groups, migrated):
                    if h['name'] not in names or h['name'] in fresh]
     placed = {h['name'] for h in hypervisors}
     servers = {s['id']: s for s in part['servers']}
-    before = {s['id']: s for s in document['servers']}
-    for sid, doc in servers.items():
-        if sid in before:  # child providers were not read again
-            doc['blockers'] = sorted(set(doc['blockers']) | {
-                b for b in before[sid]['blockers']
-                if b.startswith('allocation on child')})
-    result = []
+    result, before = [], {}
     for doc in document['servers']:
         sid = doc['id']
         if sid in servers:
+            before[sid] = doc
             continue
         if sid in elsewhere:
             server = elsewhere[sid]
@@ -136,6 +136,11 @@ def _merge(document, part, names, elsewhere, gone_groups, migrated):
                        task_state=server.get(document_mod.TASK),
                        locked=bool(server.get('locked')))
         result.append(doc)
+    for sid, doc in servers.items():
+        if sid in before:  # child providers were not read again
+            doc['blockers'] = sorted(set(doc['blockers']) | {
+                b for b in before[sid]['blockers']
+                if b.startswith('allocation on child')})
     result.extend(servers.values())
     listed = {d['id'] for d in result}
     for sid, server in elsewhere.items():
@@ -179,13 +184,20 @@ def _images(document, read, moving):
     """The images of the moving servers read again from Glance, and
     those of servers whose image the document does not have yet; the
     others as they were."""
-    images = dict(document['images'])
-    servers = [s for s in document['servers'] if s.get('image')]
-    wanted = {s['image'] for s in servers if s['id'] in moving or
-              s['image'] not in images}
+    images, moving = dict(document['images']), set(moving)
+    used, wanted = set(), set()
+    for server in document['servers']:
+        image = server.get('image')
+        if image:
+            used.add(image)
+            if image not in images or server['id'] in moving:
+                wanted.add(image)
     for image in sorted(wanted):
         images[image] = read.image(image)
-    document['images'], _ = document_mod.build_images(servers, images)
+    # As document.build_images makes the section: the images in use.
+    document['images'] = {image: images.get(image) or
+                          document_mod.unread_image('not read')
+                          for image in sorted(used)}
 
 
 def _measure(document, collector, names):
