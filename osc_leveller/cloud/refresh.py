@@ -2,8 +2,7 @@
 
 Before it starts a migration the executor re-checks the move against the
 cloud. Those checks read the moving server (status, task, lock, flavour,
-metadata, its allocations and migrations, its image's properties in
-Glance), its source and destination
+metadata, its allocations and migrations), its source and destination
 (compute service, hypervisor details, aggregates, Placement inventories,
 allocations and traits, the servers on them and their measured load) and
 where the members of its server groups are. This module reads exactly
@@ -102,7 +101,7 @@ def _refresh(collector, document, server_ids, hypervisors, now):
     _own(result, {**on, **{k: v for k, v in elsewhere.items() if v}}, held,
          collector)
     if 'images' in document:
-        _images(result, read, moving)
+        _images(result, read)
     else:  # an earlier document that records no images gets none
         for server in result['servers']:
             server.pop('image', None)
@@ -180,19 +179,16 @@ def _own(document, nova_servers, held, collector):
         document['servers'][i] = fresh
 
 
-def _images(document, read, moving):
-    """The images of the moving servers read again from Glance, and
-    those of servers whose image the document does not have yet; the
-    others as they were."""
-    images, moving = dict(document['images']), set(moving)
-    used, wanted = set(), set()
-    for server in document['servers']:
-        image = server.get('image')
-        if image:
-            used.add(image)
-            if image not in images or server['id'] in moving:
-                wanted.add(image)
-    for image in sorted(wanted):
+def _images(document, read):
+    """The images of servers whose image the document does not have yet,
+    read from Glance; the others as they were. Nova schedules a move with
+    the properties the server's image had at boot (its request spec), not
+    Glance's of now: reading an image again before each move brings
+    nothing closer to what Nova checks."""
+    images = dict(document['images'])
+    used = {server['image'] for server in document['servers']
+            if server.get('image')}
+    for image in sorted(used - set(images)):
         images[image] = read.image(image)
     # As document.build_images makes the section: the images in use.
     document['images'] = {image: images.get(image) or
