@@ -4,7 +4,7 @@
 Called by the devcloud script with the devcloud venv's Python:
 
     devcloud_setup.py catalog
-    devcloud_setup.py wait-computes N
+    devcloud_setup.py wait-computes N SECONDS
     devcloud_setup.py post-start COMPUTES_DIR
     devcloud_setup.py real-flavors                real.128, real.256, real.512
     devcloud_setup.py hypervisors SCENARIO       print the scenario's SPECs
@@ -368,7 +368,7 @@ def wait_scraped(prometheus, exporter, targets_dir, timeout=90):
 
 def main(argv):
     commands = {
-        'catalog': (catalog, 0), 'wait-computes': (wait_computes, 1),
+        'catalog': (catalog, 0), 'wait-computes': (wait_computes, 2),
         'post-start': (post_start, 1), 'hypervisors': (hypervisor_specs, 1),
         'real-flavors': (real_flavors, 0),
         'delete-service': (delete_service, -1), 'load': (load, 2),
@@ -383,7 +383,7 @@ def main(argv):
     func, _ = commands[argv[1]]
     args = argv[2:]
     if argv[1] == 'wait-computes':
-        args = [int(args[0])]
+        args = [int(args[0]), int(args[1])]
     func(*args)
 
 
