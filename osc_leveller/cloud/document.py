@@ -89,10 +89,15 @@ def build_images(server_docs, images):
     unknown."""
     counts = collections.Counter(
         s['image'] for s in server_docs if s.get('image'))
-    section = {i: images.get(i) or unread_image('not read')
-               for i in sorted(counts)}
+    section = images_section(counts, images)
     boot_volumes = sum(1 for s in server_docs if not s.get('image'))
     return section, glance.note(section, counts, boot_volumes)
+
+
+def images_section(used, images):
+    """The images section of the image ids used: each one's entry in
+    images, or unknown if it was not read."""
+    return {i: images.get(i) or unread_image('not read') for i in sorted(used)}
 
 
 def unread_image(why):

@@ -190,10 +190,7 @@ def _images(document, read):
             if server.get('image')}
     for image in sorted(used - set(images)):
         images[image] = read.image(image)
-    # As document.build_images makes the section: the images in use.
-    document['images'] = {image: images.get(image) or
-                          document_mod.unread_image('not read')
-                          for image in sorted(used)}
+    document['images'] = document_mod.images_section(used, images)
 
 
 def _measure(document, collector, names):

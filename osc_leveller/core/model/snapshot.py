@@ -396,7 +396,7 @@ def _images(data, earlier):
     return found
 
 
-_IMAGE_FIELDS = ('id', 'name', 'disk_format', 'properties', 'why')
+_IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(model.Image))
 
 
 def _server_image(data, images):
