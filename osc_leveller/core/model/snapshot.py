@@ -165,18 +165,14 @@ def no_gc():
     is then frozen out of its reach: the planner and apply's checks that
     follow would otherwise have it walk the whole model at each of their
     full collections (0.5 s of a re-check at 250,000 servers). Reference
-    counting still frees it. The garbage of before is collected first, so
-    that no cycle of it (a closed connection's) is frozen for good; only
-    the outermost of nested calls does either."""
+    counting still frees it."""
     enabled = gc.isenabled()
-    if enabled:
-        gc.collect()  # cheap: what was frozen before is not walked
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if enabled:
-            gc.freeze()
             gc.enable()
 
 
