@@ -161,17 +161,12 @@ def no_gc():
     """Loading (and reading the cloud, cloud/collect.py) makes millions of
     objects and no reference cycles: the cyclic garbage collector, run
     every few hundred allocations, would walk them again and again (half
-    the time of loading, a quarter of the CPU of a read). What was made
-    is then frozen out of its reach: the planner and apply's checks that
-    follow would otherwise have it walk the whole model at each of their
-    full collections (0.5 s of a re-check at 250,000 servers). Reference
-    counting still frees it."""
+    the time of loading, a quarter of the CPU of a read)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
         if enabled:
             gc.enable()
 

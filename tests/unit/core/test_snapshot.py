@@ -1,13 +1,11 @@
 import collections
 import copy
 import dataclasses
-import gc
 import datetime
 import json
 import os
 import tempfile
 import unittest
-import weakref
 from unittest import mock
 
 from osc_leveller.core.model import model
@@ -161,20 +159,6 @@ class TestFlavorResources(unittest.TestCase):
             {'PCPU': 4, 'MEMORY_MB': 8192, 'CUSTOM_FPGA': 1},
             snapshot_io.flavor_resources(self.flavor(extra_specs=specs),
                                          False))
-
-
-class TestFrozenFromTheCollector(unittest.TestCase):
-    def test_a_parsed_model_is_frozen_and_still_freed(self):
-        # Out of the cyclic collector's reach, so that planning does not
-        # walk it at each full collection; freed by reference counting.
-        gc.unfreeze()
-        snap = snapshot_io.parse(snapshot_io.to_document(
-            snapshot_io.load('demo')))
-        self.assertGreater(gc.get_freeze_count(), len(snap.servers))
-        self.assertTrue(gc.isenabled())
-        server = weakref.ref(snap.servers[0])
-        del snap
-        self.assertIsNone(server())
 
 
 class TestParseOnTheEarlier(unittest.TestCase):
