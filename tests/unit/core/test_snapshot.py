@@ -2,6 +2,7 @@ import collections
 import copy
 import dataclasses
 import datetime
+import gc
 import json
 import os
 import tempfile
@@ -429,3 +430,43 @@ class TestBadSnapshots(unittest.TestCase):
                 'snapshot file %s is 2 MiB, over the limit of 1 MiB: loading '
                 'it takes about seven times its size in memory (setting '
                 'max_snapshot_mb raises the limit)' % good, str(ctx.exception))
+
+
+class TestNoGc(unittest.TestCase):
+    """A large loading window leaves what it made in the oldest generation,
+    all of it still collectable; a small one leaves the collector be."""
+
+    def window(self):
+        import weakref
+
+        class Node:
+            pass
+
+        with snapshot_io.no_gc():
+            with snapshot_io.no_gc():  # nested: the outermost decides
+                self.assertFalse(gc.isenabled())
+            self.assertFalse(gc.isenabled())
+            node = Node()
+            node.cycle = node  # garbage once let go: a closed connection
+            kept = [Node() for _ in range(1000)]
+            alive = weakref.ref(node)
+        self.assertTrue(gc.isenabled())
+        self.assertEqual(0, gc.get_freeze_count())
+        return kept, alive
+
+    @staticmethod
+    def old(thing):
+        return any(o is thing for o in gc.get_objects(generation=2))
+
+    def test_a_large_window_is_moved_to_the_oldest_generation(self):
+        with mock.patch.object(snapshot_io, 'PROMOTE_AT', 500):
+            kept, alive = self.window()
+        self.assertTrue(self.old(kept[0]))
+        gc.collect()
+        self.assertIsNone(alive())
+
+    def test_a_small_window_is_left_young(self):
+        kept, alive = self.window()
+        self.assertFalse(self.old(kept[0]))
+        gc.collect(generation=1)
+        self.assertIsNone(alive())
