@@ -161,49 +161,62 @@ def fingerprint(snap):
     server groups, images (if recorded). Metrics are left out on purpose: they change every scrape,
     and apply re-checks load itself.
     """
-    # One encoder for all items: json.dumps builds a new one per call when
-    # given options, which dominated this function at 50,000 servers.
-    encode = json.JSONEncoder(sort_keys=True).encode
+    encode = _encoder()
     parts = []
-
-    def add(*values):
-        parts.append(encode(values))
-
+    add = parts.append
     for hyp in sorted(snap.hypervisors, key=lambda h: h.name):
         svc = hyp.service
-        add(hyp.name, hyp.host, hyp.availability_zone, svc.status, svc.state,
+        add(encode((
+            hyp.name, hyp.host, hyp.availability_zone, svc.status, svc.state,
             svc.forced_down, sorted(hyp.usages.items()),
             sorted((rc, i.total, i.reserved, i.allocation_ratio, i.max_unit)
                    for rc, i in hyp.inventories.items()),
             sorted((a.name, sorted(a.metadata.items()))
                    for a in hyp.aggregates),
             hyp.cpu_model, sorted(hyp.cpu_features),
-            None if hyp.traits is None else sorted(hyp.traits))
-    for server in sorted(snap.servers, key=lambda s: s.id):
-        add(server.id, server.hypervisor, server.status, server.task_state,
+            None if hyp.traits is None else sorted(hyp.traits))))
+    servers = sorted(snap.servers, key=lambda s: s.id)
+    for server in servers:
+        add(encode((
+            server.id, server.hypervisor, server.status, server.task_state,
             server.locked, server.project_id, sorted(server.metadata.items()),
-            sorted(server.resources.items()), list(server.blockers))
+            sorted(server.resources.items()), list(server.blockers))))
     for group in sorted(snap.server_groups, key=lambda g: g.id):
-        add(group.id, group.policy, group.max_server_per_host,
-            sorted(group.members))
-    _add_images(snap, add)
+        add(encode((group.id, group.policy, group.max_server_per_host,
+                    sorted(group.members))))
+    # What the image rules read (core/rules/images.py), if the snapshot
+    # records it: a snapshot of before it did keeps the fingerprint it had.
+    images = {}
+    for server in servers:
+        image = server.image
+        if image is not None:
+            add(encode((server.id, image.id, image.why)))
+            images.setdefault(image.id, image)
+    for image_id, image in sorted(images.items()):
+        add(encode((image_id, image.disk_format, None if image.properties is None
+                    else sorted(image.properties.items()))))
     return 'sha256:' + hashlib.sha256(''.join(parts).encode()).hexdigest()
 
 
-def _add_images(snap, add):
-    """What the image rules read (core/rules/images.py), if the snapshot records
-    it: a snapshot of before it did keeps the fingerprint it had."""
-    servers = [s for s in snap.servers if s.image is not None]
-    if not servers:
-        return
-    for server in sorted(servers, key=lambda s: s.id):
-        add(server.id, server.image.id, server.image.why)
-    seen = {}
-    for server in servers:
-        seen.setdefault(server.image.id, server.image)
-    for image_id, image in sorted(seen.items()):
-        add(image_id, image.disk_format, None if image.properties is None
-            else sorted(image.properties.items()))
+def _encoder():
+    """json.dumps(values, sort_keys=True) as one function for every item.
+
+    The standard encoder makes a new C encoder on every call: at 500,000
+    servers that was a third of the time of encoding. The fingerprint's
+    bytes are the standard encoder's (its tests compare the two).
+    """
+    standard = json.JSONEncoder(sort_keys=True)
+    try:
+        encode_items = json.encoder.c_make_encoder(
+            None, standard.default, json.encoder.encode_basestring_ascii,
+            None, standard.key_separator, standard.item_separator,
+            True, False, True)
+    except TypeError:  # no C accelerator (None), or another signature
+        return standard.encode
+
+    def encode(values):
+        return ''.join(encode_items(values, 0))
+    return encode
 
 
 def check_cloud(plan, snapshot):

@@ -76,6 +76,19 @@ class TestPlanFile(unittest.TestCase):
         self.assertNotEqual(base, plan_mod.fingerprint(
             b.snapshot(disabled, servers)))
 
+    def test_the_fingerprint_encodes_as_json_dumps(self):
+        # The digest is of json.dumps(..., sort_keys=True) of each item,
+        # whatever encoder makes it faster.
+        encode = plan_mod._encoder()
+        for values in [
+                ('hv1', 'h\u00f6st-\u00e9\u4e2d', None, True, False, 0, -1,
+                 2 ** 63, 0.1, 1.5, 16.0, 1e16, 1e-07, float('nan')),
+                ('vm', [['MEMORY_MB', 2048], ['VCPU', 2]], [], [[]],
+                 [('k', {'b': 1, 'a': [None, 'x"\\\n\t\x00']})]),
+                ()]:
+            self.assertEqual(json.dumps(values, sort_keys=True),
+                             encode(values))
+
     def test_bad_plan_files(self):
         _, the_plan = make()
         good = plan_mod.to_document(the_plan)
