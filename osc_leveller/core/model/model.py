@@ -370,14 +370,21 @@ class Snapshot:
     def __post_init__(self):
         by_name = {h.name: h for h in self.hypervisors}
         object.__setattr__(self, '_hypervisors', by_name)
-        object.__setattr__(self, '_servers', {s.id: s for s in self.servers})
         object.__setattr__(
             self, '_groups', {g.id: g for g in self.server_groups})
+
+    # The server indexes are made when first asked for, or given by
+    # whoever makes the snapshot from an earlier one's (core/snapshot.py).
+    @functools.cached_property
+    def _servers(self):
+        return {s.id: s for s in self.servers}
+
+    @functools.cached_property
+    def _servers_on(self):
         by_host = {h.name: [] for h in self.hypervisors}
         for server in self.servers:
             by_host.setdefault(server.hypervisor, []).append(server)
-        object.__setattr__(
-            self, '_servers_on', {k: tuple(v) for k, v in by_host.items()})
+        return {k: tuple(v) for k, v in by_host.items()}
 
     def well_formed(self):
         """Every server's id its own and its hypervisor one of ours, as

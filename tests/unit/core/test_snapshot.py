@@ -203,6 +203,13 @@ class TestParseOnTheEarlier(unittest.TestCase):
         # Images compare by identity: one object per image.
         self.assertEqual(len(doc['images']),
                          len({id(s.image) for s in again.servers}))
+        # Its indexes, made from the earlier snapshot's, are those it
+        # would make itself.
+        for index in ('_servers', '_servers_on'):
+            self.assertIn(index, vars(again))
+            made = getattr(model.Snapshot, index).func(again)
+            self.assertEqual(made, getattr(again, index))
+        self.assertTrue(again.well_formed())
         return again
 
     def test_what_was_not_read_again_is_the_earlier_model(self):
