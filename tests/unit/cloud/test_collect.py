@@ -99,6 +99,11 @@ class FakeProxy:
         self.calls = []  # (method, path): what costs
         self.requests = []  # every call with its arguments
 
+    endpoint = None  # the catalog's URL; None: paths are sent
+
+    def get_endpoint(self):
+        return self.endpoint
+
     def get_endpoint_data(self):
         """What version discovery found (openstack.utils reads it)."""
         return NS(min_microversion=self.default_version,
@@ -156,6 +161,8 @@ class FakeNova(FakeProxy):
 
 
 class FakePlacement(FakeProxy):
+    endpoint = 'http://127.0.0.1:8778'
+
     def __init__(self, world):
         super().__init__()
         self.world = world

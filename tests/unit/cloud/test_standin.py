@@ -18,6 +18,7 @@ import threading
 import time
 import unittest
 from importlib import resources
+from unittest import mock
 
 import requests
 from openstack import exceptions as sdk_exc
@@ -104,6 +105,33 @@ class TestCollector(unittest.TestCase):
              got['server_groups']])
         self.assertEqual(('cloud', 'RegionOne'), (
             document['source']['kind'], document['source']['region']))
+
+    def test_placements_endpoint_is_looked_up_once_a_read(self):
+        # keystoneauth looks the endpoint up in the catalog for every
+        # request made with a path: not for each provider's reads.
+        from keystoneauth1 import session as ksa_session
+        looked_up = collections.Counter()
+        lookup = ksa_session.Session.get_endpoint
+
+        def counted(session, *args, **kwargs):
+            looked_up[kwargs.get('service_type')] += 1
+            return lookup(session, *args, **kwargs)
+
+        source = demo_slice()
+        with standin.StandIn(source) as cloud:
+            with mock.patch.object(ksa_session.Session, 'get_endpoint',
+                                   counted):
+                document = collect.Collector(cloud.connection()).collect(
+                    now=cloud.taken_at)
+            self.assertEqual([], cloud.errors)
+            per_provider = sum(
+                n for (service, _, path), n in cloud.counts.items()
+                if service == 'placement' and '{id}' in path)
+        # inventories, allocations and traits of each hypervisor's
+        self.assertEqual(3 * len(source['hypervisors']), per_provider)
+        self.assertEqual(len(source['hypervisors']),
+                         len(document['hypervisors']))
+        self.assertLessEqual(looked_up['placement'], 3)
 
     def test_images_as_glance_shows_them(self):
         source = builders.document(
