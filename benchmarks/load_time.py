@@ -1,6 +1,7 @@
 """Time loading a snapshot file, phase by phase, and plan end to end.
 
     python benchmarks/load_time.py CLUSTER.json [--repeat 5] [--end-to-end]
+        [--previous DIR] [--no-phases]
 
 Prints the median over --repeat runs in this process of each phase of
 ``snapshot_io.load`` (reading and parsing the file; validating it against its
@@ -8,9 +9,13 @@ format; for a Watcher cluster file, converting it to a snapshot document;
 building the model) and of the
 whole load, then this process's peak RSS. With --end-to-end also the
 median wall time and the peak RSS of ``openstack leveller plan --snapshot
-CLUSTER.json -f value -c '#'``, each run a fresh process. Speed targets
-live here and in doc/source/reference/benchmarks.rst, never in unit tests.
-Generate clusters with benchmarks/generate.py.
+CLUSTER.json -f value -c '#'``, each run a fresh process. With --previous
+DIR too, the plan command of that checkout (PYTHONPATH) and this one run in
+turn, --repeat pairs after a warm-up pair, with the medians of each and of
+the ratios taken pair by pair (wall and CPU: user + system of the process,
+as the kernel accounts it). Speed targets live here and in
+doc/source/reference/benchmarks.rst, never in unit tests. Generate
+clusters with benchmarks/generate.py.
 """
 
 import argparse
@@ -23,7 +28,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
 
 from osc_leveller.core.model import files  # noqa: E402
 from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
@@ -67,17 +73,39 @@ def phases(path):
     return times
 
 
-def end_to_end(path):
-    """(wall seconds, peak RSS in MiB) of one plan command."""
+def end_to_end(path, pythonpath=None):
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one plan command,
+    of the checkout at pythonpath if given."""
+    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
     started = time.perf_counter()
     process = subprocess.Popen(PLAN + ['--snapshot', path],
                                stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                               stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if status:
         sys.exit('%s failed (wait status %d)' % (' '.join(PLAN), status))
-    return seconds, usage.ru_maxrss / 1024.0
+    return (seconds, usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024.0)
+
+
+def paired(path, previous, repeat):
+    """The plan command of previous and of this checkout in turn."""
+    end_to_end(path, previous), end_to_end(path, ROOT)  # warm-up
+    pairs = [(end_to_end(path, previous), end_to_end(path, ROOT))
+             for _ in range(repeat)]
+    median = statistics.median
+    for label, i in (('wall', 0), ('CPU', 1)):
+        print('plan, end to end, %-4s %7.3f s against %.3f s (previous), '
+              'ratio %.3f (%.3f to %.3f)' % (
+                  label, median(this[i] for _, this in pairs),
+                  median(before[i] for before, _ in pairs),
+                  median(this[i] / before[i] for before, this in pairs),
+                  min(this[i] / before[i] for before, this in pairs),
+                  max(this[i] / before[i] for before, this in pairs)))
+    print('plan, end to end, peak %.0f MiB against %.0f MiB (previous)' % (
+        max(this[2] for _, this in pairs),
+        max(before[2] for before, _ in pairs)))
 
 
 def main(argv=None):
@@ -85,18 +113,25 @@ def main(argv=None):
     parser.add_argument('cluster')
     parser.add_argument('--repeat', type=int, default=5)
     parser.add_argument('--end-to-end', action='store_true')
+    parser.add_argument('--previous', metavar='DIR',
+                        help='with --end-to-end: another checkout, in turn')
+    parser.add_argument('--no-phases', action='store_true',
+                        help='only the end-to-end runs')
     args = parser.parse_args(argv)
-    runs = [phases(args.cluster) for _ in range(args.repeat)]
-    for name in runs[0]:
-        print('%-20s %7.3f s' % (name, statistics.median(
-            run[name] for run in runs)))
-    print('%-20s %7.0f MiB' % ('peak RSS', resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss / 1024.0))
-    if args.end_to_end:
+    if not args.no_phases:
+        runs = [phases(args.cluster) for _ in range(args.repeat)]
+        for name in runs[0]:
+            print('%-20s %7.3f s' % (name, statistics.median(
+                run[name] for run in runs)))
+        print('%-20s %7.0f MiB' % ('peak RSS', resource.getrusage(
+            resource.RUSAGE_SELF).ru_maxrss / 1024.0))
+    if args.end_to_end and args.previous:
+        paired(args.cluster, os.path.abspath(args.previous), args.repeat)
+    elif args.end_to_end:
         plans = [end_to_end(args.cluster) for _ in range(args.repeat)]
         print('%-20s %7.3f s, peak %.0f MiB' % (
-            'plan, end to end', statistics.median(s for s, _ in plans),
-            max(m for _, m in plans)))
+            'plan, end to end', statistics.median(p[0] for p in plans),
+            max(p[2] for p in plans)))
 
 
 if __name__ == '__main__':
