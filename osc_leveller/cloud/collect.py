@@ -300,7 +300,7 @@ class Collector:
                 now=now, cloud=getattr(self.conn.config, 'name', None),
                 region=getattr(self.conn.config, 'region_name', None),
                 services=compute_services, hypervisors=hyps,
-                aggregates=aggs, servers=found, groups=groups,
+                aggregates=aggs, servers=_let_go(found), groups=groups,
                 migrations=migs, providers=providers,
                 allocations=allocations, unanswered=unanswered,
                 traits=traits.known, traits_unread=traits.unread,
@@ -555,6 +555,14 @@ def _expected_refs(hypervisors, providers):
             refs.append(hostmatch.HostRef(
                 name, document_mod.compute_host(hyp), hyp.get('host_ip')))
     return refs
+
+
+def _let_go(items):
+    """The items, each let go of as it is handed over: Nova's servers,
+    held once, not again beside the document's."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 class Measuring:

@@ -303,9 +303,11 @@ def child_allocation(provider, resources):
 
 def build_servers(servers, hyps, child_allocations):
     """The servers on the document's hypervisors: one unplaced (BUILD,
-    ERROR) or on a hypervisor left out is not planned with."""
+    ERROR) or on a hypervisor left out is not planned with. servers: an
+    iterable, read once."""
     known = {d['name'] for d in hyps.docs}
     docs = []
+    shared = Shared()
     for server in servers:
         with answers.reading('Nova GET /servers/detail (server %s)' % (
                 server.get('id', '?') if isinstance(server, dict) else '?')):
@@ -313,8 +315,24 @@ def build_servers(servers, hyps, child_allocations):
             if server.get(NODE) in known:
                 docs.append(server_doc(
                     server, child_allocations.get(server['id'], ()),
-                    hyps.consumers.get(server['id'])))
+                    hyps.consumers.get(server['id']), shared))
     return docs
+
+
+class Shared(dict):
+    """One object for each distinct text and flavor the servers of a
+    document repeat (their hypervisor, host, project, status, image, and
+    flavor): 250,000 servers have a few thousand, each decoded once per
+    server. Values no one changes: texts, and flavors as built here."""
+
+    def text(self, value):
+        return self.setdefault(value, value) if isinstance(value, str) \
+            else value
+
+    def flavor(self, flavor):
+        key = tuple(flavor[k] for k in FLAVOR_FIELDS) + tuple(
+            flavor['extra_specs'].items())
+        return self.setdefault(key, flavor)
 
 
 # What server_doc and the image reads use of a server of servers/detail,
@@ -334,14 +352,17 @@ def used_of_server(server):
     return used
 
 
-def server_doc(server, child_allocations=(), held=None):
+def server_doc(server, child_allocations=(), held=None, shared=None):
     """A server of Nova's servers/detail as the document writes it.
 
     child_allocations: its allocations on child providers (blockers);
-    held: {hypervisor: resources} of its own allocations.
+    held: {hypervisor: resources} of its own allocations; shared: the
+    Shared values of the document's servers.
     """
-    node = server[NODE]
-    flavor = flavor_of(server.get('flavor') or {})
+    shared = Shared() if shared is None else shared
+    text = shared.text
+    node = text(server[NODE])
+    flavor = shared.flavor(flavor_of(server.get('flavor') or {}))
     blockers = ['allocation on child resource provider %s' % c
                 for c in sorted(child_allocations)]
     if flavor['extra_specs'].get('pci_passthrough:alias'):
@@ -351,10 +372,10 @@ def server_doc(server, child_allocations=(), held=None):
     doc = {
         'id': server['id'],
         'name': server.get('name'),
-        'project_id': server.get('tenant_id'),
+        'project_id': text(server.get('tenant_id')),
         'hypervisor': node,
-        'host': server.get(HOST),
-        'status': server.get('status') or 'UNKNOWN',
+        'host': text(server.get(HOST)),
+        'status': text(server.get('status') or 'UNKNOWN'),
         'task_state': server.get(TASK),
         'locked': bool(server.get('locked')),
         'flavor': flavor,
@@ -369,10 +390,13 @@ def server_doc(server, child_allocations=(), held=None):
     }
     booted_from = glance.image_id(server)
     if booted_from:
-        doc['image'] = booted_from
+        doc['image'] = text(booted_from)
     if held:
         doc['resources'] = held.get(node) or next(iter(held.values()))
     return doc
+
+
+FLAVOR_FIELDS = ('name', 'vcpus', 'ram', 'disk', 'ephemeral', 'swap')
 
 
 def flavor_of(flavor):

@@ -506,6 +506,40 @@ class TestCollect(unittest.TestCase):
                 self.assertEqual(document_mod.server_doc(full),
                                  document_mod.server_doc(changed), key)
 
+    def test_servers_share_the_values_they_repeat(self):
+        document = run(cloud(4))
+        servers = document['servers']
+        self.assertGreater(len(servers), 4)
+        for key in ('hypervisor', 'host', 'project_id', 'status', 'flavor',
+                    'image'):
+            values = [s.get(key) for s in servers if s.get(key) is not None]
+            self.assertTrue(values, key)
+            # equal values are one object
+            self.assertEqual(len({json.dumps(v, sort_keys=True)
+                                  for v in values}),
+                             len({id(v) for v in values}), key)
+        # Flavors are shared only when equal in everything, extra specs
+        # and their values too.
+        shared = document_mod.Shared()
+        plain = document_mod.flavor_of({'vcpus': 2, 'ram': 2048})
+        gpu = document_mod.flavor_of({'vcpus': 2, 'ram': 2048, 'extra_specs':
+                                      {'pci_passthrough:alias': 'gpu:1'}})
+        gpu2 = document_mod.flavor_of({'vcpus': 2, 'ram': 2048, 'extra_specs':
+                                       {'pci_passthrough:alias': 'gpu:2'}})
+        found = [shared.flavor(f) for f in (plain, gpu, gpu2, dict(plain))]
+        self.assertEqual([plain, gpu, gpu2, plain], found)
+        self.assertIs(found[0], found[3])
+        self.assertEqual(3, len({id(f) for f in found}))
+        self.assertEqual([1, None], [shared.text(1), shared.text(None)])
+
+    def test_nova_servers_are_let_go_as_the_document_takes_them(self):
+        items = [{'id': 'a'}, {'id': 'b'}, {'id': 'c'}]
+        handed = []
+        for item in collect._let_go(items):
+            handed.append(item)
+            self.assertEqual(3, len(handed) + len(items))
+        self.assertEqual(['a', 'b', 'c'], [i['id'] for i in handed])
+
     def test_server_groups_of_every_project(self):
         document = run(cloud(2, groups=3))
         self.assertEqual([('g0', 'p1'), ('g1', 'p2'), ('g2', 'p1')],
