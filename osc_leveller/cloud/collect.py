@@ -444,13 +444,13 @@ class Collector:
                 groups.extend(page)
                 offset += len(page)
 
-    def _provider(self, rp, hypervisors=(), placement=None):
+    def _provider(self, rp, hypervisors, placement):
         """What Placement says of one provider (a ProviderAnswer); when it
         did not answer, why: that provider is left out, not the whole read
         (an answer of the wrong shape still ends it). The traits of a
         hypervisor's own provider (a root named as Nova names a
-        hypervisor) are read too; if they cannot be, they are unknown."""
-        placement = placement or self.conn.placement
+        hypervisor) are read too; if they cannot be, they are unknown.
+        placement: the proxy to read with (direct)."""
         try:
             url = '/resource_providers/%s/inventories' % rp['uuid']
             with reading('Placement GET %s' % url):
@@ -486,14 +486,12 @@ class direct:
     def __init__(self, proxy):
         self.proxy = proxy
         try:
-            self.base = proxy.get_endpoint()
+            self.base = (proxy.get_endpoint() or '').rstrip('/')
         except (sdk_exc.SDKException, ksa_exc.ClientException):
-            self.base = None
+            self.base = ''
 
     def get(self, url, **kwargs):
-        if self.base:
-            url = self.base.rstrip('/') + url
-        return self.proxy.get(url, **kwargs)
+        return self.proxy.get(self.base + url, **kwargs)
 
 
 class ProviderAnswer(collections.namedtuple('ProviderAnswer', (
