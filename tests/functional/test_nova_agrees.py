@@ -112,6 +112,7 @@ class TestConformance(base.DevcloudTestCase):
                 'source_usable': 'plan only balances usable hypervisors',
                 'as_capable_image': 'it moves only to a hypervisor as '
                                     'capable as',
+                'lingering_members': 'the leveller waits that long',
                 'unrecorded_attempts': 'the leveller waits that long'}
         for pair in self.pairs:
             rule = pair['rule'].split(' ')[0]

@@ -645,14 +645,6 @@ def required_traits(server, dest, state, rules):
 SOFT = 'soft-'
 
 
-def _counted_there(others, dest, state, rules):
-    """Members Nova's scheduler still counts on dest though they are not
-    there (see _lingering). Those a plan moves off dest are not: apply
-    re-checks each move, with its group's migrations read again."""
-    return [m for m in others if state.host_of(m) != dest.name and
-            dest.name in rules.lingering.get(m, ())]
-
-
 def _group_refusal(server, dest, state, rules, group):
     others = [m for m in rules.group_members[group.id] if m != server.id]
     here = [m for m in others if state.host_of(m) == dest.name]
@@ -666,17 +658,6 @@ def _group_refusal(server, dest, state, rules, group):
                 rules.snapshot.server(m).label for m in here))
             return '%s group %s: %s already hosts %s' % (
                 group.policy, label, dest.name, names)
-        # Only the strict filter reads the scheduler's list of servers.
-        ghosts = _counted_there(others, dest, state, rules) \
-            if group.policy == 'anti-affinity' else ()
-        if len(here) + len(ghosts) >= limit:
-            names = ', '.join(sorted(
-                rules.snapshot.server(m).label for m in ghosts))
-            return '%s group %s: Nova\'s scheduler still counts %s on %s ' \
-                '(moved or tried there less than %d s ago: it forgets once ' \
-                'the compute syncs, scheduler_instance_sync_interval)' % (
-                    group.policy, label, names, dest.name,
-                    rules.options.instance_sync_interval)
     elif not others and not group.policy.startswith(SOFT):
         # Nova's group hosts are those of every member, this one too
         # (ServerGroupAffinityFilter, scheduler utils _get_group_details).
@@ -694,6 +675,35 @@ def server_groups(server, dest, state, rules):
             reason = _group_refusal(server, dest, state, rules, group)
             if reason:
                 return reason
+
+
+def lingering_members(server, dest, state, rules):
+    """The leveller's own rule, for what the API cannot show: Nova's
+    scheduler counts a member of a strict anti-affinity group on a host it
+    left or was tried on until that host's compute syncs (_lingering),
+    which may be at once or a whole interval later. The API does not show
+    when it syncs, so the leveller waits the whole interval."""
+    for group in rules.groups_of.get(server.id, ()):
+        if group.policy != 'anti-affinity':
+            continue  # only the strict filter reads the scheduler's list
+        others = [m for m in rules.group_members[group.id] if m != server.id]
+        # Those a plan moves off dest are not counted: apply re-checks
+        # each move, with its group's migrations read again.
+        ghosts = [m for m in others if state.host_of(m) != dest.name and
+                  dest.name in rules.lingering.get(m, ())]
+        if not ghosts:
+            continue
+        here = sum(state.host_of(m) == dest.name for m in others)
+        if here + len(ghosts) >= (group.max_server_per_host or 1):
+            return 'anti-affinity group %s: Nova\'s scheduler may still ' \
+                'count %s on %s (moved or tried there less than %d s ago: ' \
+                'it forgets once the compute syncs, ' \
+                'scheduler_instance_sync_interval, and the API does not ' \
+                'show when that is): the leveller waits that long' % (
+                    group.name or group.id,
+                    ', '.join(sorted(rules.snapshot.server(m).label
+                                     for m in ghosts)),
+                    dest.name, rules.options.instance_sync_interval)
 
 
 def unrecorded_attempts(server, dest, state, rules):
@@ -873,6 +883,7 @@ RULES = (
     # N+1 packing checks the server groups as a rebuild sees them
     # (core/rules/headroom.py).
     _to('server_groups', server_groups),
+    _to('lingering_members', lingering_members, own=True),
     _to('unrecorded_attempts', unrecorded_attempts, own=True),
     _to('soft_server_groups', soft_server_groups, own=True),
     _to('migration_time', migration_time, own=True),

@@ -51,8 +51,8 @@ class TestCatalogues(unittest.TestCase):
             'hypervisor_version', 'aggregate_extra_specs', 'tenant_isolation',
             'tenant_aggregate', 'isolated_aggregate', 'required_traits',
             'image_properties', 'as_capable_image', 'server_groups',
-            'unrecorded_attempts', 'soft_server_groups', 'migration_time',
-            'capacity', 'saturation', 'ceiling'],
+            'lingering_members', 'unrecorded_attempts', 'soft_server_groups',
+            'migration_time', 'capacity', 'saturation', 'ceiling'],
             codes(filters.DESTINATION_FILTERS))
         self.assertEqual(codes(filters.DESTINATION_FILTERS) + [
             'returning', 'headroom'], codes(policy.BALANCE.destinations))
@@ -88,7 +88,8 @@ class TestCatalogues(unittest.TestCase):
         self.assertEqual({
             'same_zone', 'soft_server_groups', 'numa', 'capabilities',
             'locked', 'source_usable', 'as_capable_image',
-            'unrecorded_attempts', 'migration_time'}, filters.CHOICES)
+            'lingering_members', 'unrecorded_attempts', 'migration_time'},
+            filters.CHOICES)
 
     def test_policies(self):
         nova = ['status', 'task_state', 'locked', 'migration_in_flight',
