@@ -35,10 +35,8 @@ with the number of moves; the moves' statuses of both must be the same.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import random
 import signal
 import statistics
@@ -53,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 from osc_leveller.core.planning import kinds  # noqa: E402
 from osc_leveller.core.planning import plan as plan_mod  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
@@ -351,15 +350,12 @@ def main(argv=None):
                     'checked_by_then': runs[-1]['checked']
                     if None in walls else None}
             rows.append(row)
-    result = {'date': datetime.datetime.now(datetime.timezone.utc).strftime(
-        '%Y-%m-%d'), 'python': platform.python_version(),
-        'cores': os.cpu_count(), 'hypervisors': args.hosts,
-        'servers': args.hosts * PER_HOST, 'repeat': args.repeat,
-        'whole_read_s': round(whole, 1), 'rows': rows}
+    result = stamp.stamped(
+        hypervisors=args.hosts, servers=args.hosts * PER_HOST,
+        repeat=args.repeat, whole_read_s=round(whole, 1), rows=rows)
     print(table(result))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump(result, stream, indent=1)
+        stamp.write(args.json, result)
     return 0
 
 

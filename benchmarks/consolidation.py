@@ -51,10 +51,8 @@ model runs, to an older one Nova refuses.
 import argparse
 import collections
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -69,6 +67,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 from osc_leveller.core.load import state as state_mod  # noqa: E402
 from osc_leveller.core.model import model  # noqa: E402
 from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
@@ -537,12 +536,8 @@ def main(argv=None):
     results = [bench(h, s, args.seed, args.milp_hosts) for h, s in sizes]
     print(table(results))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cpu_compatibility': args.cpu_compatibility,
-                       'results': results}, stream, indent=1)
-            stream.write('\n')
+        stamp.write(args.json, stamp.stamped(
+            cpu_compatibility=args.cpu_compatibility, results=results))
     return 0
 
 

@@ -20,9 +20,7 @@ refusal. Three measures:
 import argparse
 import dataclasses
 import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +33,7 @@ import tabulate
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks import stamp  # noqa: E402
 from osc_leveller.core.model import errors  # noqa: E402
 from osc_leveller.core.settings import windows  # noqa: E402
 
@@ -261,14 +260,10 @@ def main(argv=None):
           % args.repeat)
     print(tabulate.tabulate(timed, 'keys', tablefmt='github'))
     if args.json:
-        with open(args.json, 'w') as out:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cronsim': cronsim_version(), 'cores': os.cpu_count(),
-                       'repeat': args.repeat, 'tests run': ran,
-                       'tests failed': failed, 'corpus': corpus,
-                       'compared': compared, 'timing': timed}, out,
-                      indent=1)
+        stamp.write(args.json, stamp.stamped(**{
+            'cronsim': cronsim_version(), 'repeat': args.repeat,
+            'tests run': ran, 'tests failed': failed, 'corpus': corpus,
+            'compared': compared, 'timing': timed}))
 
 
 def cronsim_version():

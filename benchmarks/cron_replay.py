@@ -51,10 +51,8 @@ writes every figure, per run too.
 import argparse
 import collections
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -68,6 +66,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
 from benchmarks import series as series_mod  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 
 # --previous runs this script again with the osc_leveller of another
 # checkout: the benchmarks above are this one's, the planner is that one's.
@@ -730,10 +729,7 @@ def main(argv=None):
                 'runs': result.runs})
     shapes = collections.Counter(s['shape']
                                  for s in series['servers'].values())
-    result = {
-        'date': datetime.datetime.now(datetime.timezone.utc).strftime(
-            '%Y-%m-%d'),
-        'python': platform.python_version(), 'cores': os.cpu_count(),
+    result = stamp.stamped(**{
         'cluster': args.cluster or {
             'hosts': args.hosts, 'servers': args.servers, 'seed': args.seed},
         'levelled': args.levelled,
@@ -754,15 +750,14 @@ def main(argv=None):
         if args.forecast_days else None,
         'steal': world.steal,
         'wall_s': round(time.perf_counter() - started, 1),
-        'rows': previous + rows}
+        'rows': previous + rows})
     if 'domains' in series:  # mixed: which mix each domain drew from
         result['series']['domains'] = series['domains']
     print(table(result['rows'], 'summary'))
     print('\nFrom hour %g on:\n' % args.settled_hours)
     print(table(result['rows'], 'settled'))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump(result, stream, indent=1)
+        stamp.write(args.json, result)
     return 0
 
 

@@ -24,10 +24,8 @@ hours where it was worse than no action, and flip-flops.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import time
 
@@ -39,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from benchmarks import cron_replay  # noqa: E402
 from benchmarks import generate  # noqa: E402
 from benchmarks import series as series_mod  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 
 TARGET = {'target': 0.035}
 # (name, PlannerOptions fields, forecast for cron_replay.replay)
@@ -166,17 +165,13 @@ def main(argv=None):
     print(table(results))
     if args.json:
         with open(args.json, 'w') as stream:
-            json.dump({
-                'date': datetime.datetime.now(
-                    datetime.timezone.utc).strftime('%Y-%m-%d'),
-                'python': platform.python_version(),
-                'cores': os.cpu_count(),
+            json.dump(stamp.stamped(**{
                 'cluster': {'hosts': args.hosts, 'servers': args.servers,
                             'seed': args.seed},
                 'hours': args.hours, 'settled_hours': args.settled_hours,
                 'batch': args.batch, 'cooldown_hours': args.cooldown,
                 'wall_s': round(time.perf_counter() - started, 1),
-                'results': results}, stream, indent=1)
+                'results': results}), stream, indent=1)
     return 0
 
 

@@ -31,7 +31,6 @@ import datetime
 import http.server
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 from osc_leveller.cloud import hostmatch  # noqa: E402
 from osc_leveller.cloud import measure  # noqa: E402
 from osc_leveller.cloud import prometheus  # noqa: E402
@@ -202,11 +202,7 @@ def main(argv=None):
         print('  largest: %.1f MiB (%.0f bytes a measured server)' % (
             row['largest_bytes'] / 2 ** 20, row['bytes_per_server']))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cores': os.cpu_count(), 'results': results},
-                      stream, indent=2)
+        stamp.write(args.json, stamp.stamped(results=results), indent=2)
 
 
 if __name__ == '__main__':

@@ -16,10 +16,8 @@ minute old, as in apply; here it is not.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -134,6 +132,7 @@ def main():
         return child(args)
     sys.path.insert(0, ROOT)
     from benchmarks import generate
+    from benchmarks import stamp
     from tools.scalecloud import cloud as scale
 
     rows = []
@@ -154,12 +153,8 @@ def main():
                 rows.append(run_version(label, pythonpath, cloud,
                                         clouds_yaml, args))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cores': os.cpu_count(), 'latency_s': args.latency,
-                       'moves': args.moves, 'rows': rows}, stream, indent=1)
-            stream.write('\n')
+        stamp.write(args.json, stamp.stamped(
+            latency_s=args.latency, moves=args.moves, rows=rows))
 
 
 if __name__ == '__main__':

@@ -24,10 +24,8 @@ renewal, retries, its logging, the environment's proxies and CA bundle).
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -37,6 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+
+from benchmarks import stamp  # noqa: E402
 
 
 def layers(conn):
@@ -136,12 +136,8 @@ def main():
         print('%-34s %6.3f ms of CPU a request' % (
             row['layer'], row['cpu_ms_per_request']))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cores': os.cpu_count(), 'requests': args.requests,
-                       'repeat': args.repeat, 'rows': rows}, stream, indent=1)
-            stream.write('\n')
+        stamp.write(args.json, stamp.stamped(
+            requests=args.requests, repeat=args.repeat, rows=rows))
 
 
 if __name__ == '__main__':

@@ -32,10 +32,8 @@ counted by reason.
 import argparse
 import collections
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import random
 import resource
 import statistics
@@ -50,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import generate  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 from osc_leveller.core.load import state as state_mod  # noqa: E402
 from osc_leveller.core.model import snapshot as snapshot_io  # noqa: E402
 from osc_leveller.core.planning import planner  # noqa: E402
@@ -354,11 +353,7 @@ def main(argv=None):
         print(table(result) + '\n', flush=True)
         results.append(result)
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'date': datetime.date.today().isoformat(),
-                       'python': platform.python_version(),
-                       'cores': os.cpu_count(), 'results': results},
-                      f, indent=1)
+        stamp.write(args.json, stamp.stamped(results=results))
     return 0
 
 

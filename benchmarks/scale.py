@@ -28,10 +28,8 @@ their ratios taken pair by pair.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -45,6 +43,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from benchmarks import generate  # noqa: E402
+from benchmarks import stamp  # noqa: E402
 from tools.scalecloud import cloud as scale  # noqa: E402
 
 PER_HOST = 50
@@ -242,17 +241,14 @@ def main(argv=None):
                 rows.append(bench_size(hosts, args, tmp, label, pythonpath))
         paired = bench_paired(args.hosts[0], args, tmp, os.path.abspath(
             args.previous)) if args.paired and args.previous else None
-    result = {'date': datetime.datetime.now(datetime.timezone.utc).strftime(
-        '%Y-%m-%d'), 'python': platform.python_version(),
-        'cores': os.cpu_count(), 'latency_s': args.latency,
-        'concurrency': args.concurrency, 'repeat': args.repeat,
-        'rows': rows}
+    result = stamp.stamped(latency_s=args.latency,
+                           concurrency=args.concurrency, repeat=args.repeat,
+                           rows=rows)
     if paired:
         result['paired'] = paired
     print(table(result))
     if args.json:
-        with open(args.json, 'w') as stream:
-            json.dump(result, stream, indent=1)
+        stamp.write(args.json, result)
     return 0
 
 
